@@ -1,0 +1,3 @@
+from commgroup_lint.cli import main
+
+main()

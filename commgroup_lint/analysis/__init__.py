@@ -1,0 +1,1 @@
+"""Program analysis: lowering to a small IR, name resolution and the group dataflow."""

@@ -1,0 +1,260 @@
+"""A small intermediate representation of the Python the analysis cares about.
+
+Two front ends lower into it: libcst for the files the rules check and fix (the nodes keep a
+reference to their CST node), and CPython's `ast` for the cheap index of summaries. The
+dataflow is written once, against this IR, so both give the same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Span:
+    """Source range: 1-based lines, 0-based character columns, end exclusive."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+NO_SPAN = Span(0, 0, 0, 0)
+
+
+# Expressions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Name:
+    id: str
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Attr:
+    value: "Expr"
+    attr: str
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Arg:
+    value: "Expr"
+    keyword: str | None = None
+    star: str = ""  # "", "*" or "**"
+
+
+@dataclass(frozen=True, eq=False)
+class Call:
+    func: "Expr"
+    args: tuple[Arg, ...]
+    span: Span = NO_SPAN
+    source: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def positional(self) -> tuple["Expr", ...]:
+        return tuple(a.value for a in self.args if a.keyword is None and not a.star)
+
+    def keyword(self, name: str) -> "Expr | None":
+        for a in self.args:
+            if a.keyword == name:
+                return a.value
+        return None
+
+    @property
+    def has_star_args(self) -> bool:
+        return any(a.star for a in self.args)
+
+
+@dataclass(frozen=True, eq=False)
+class Subscript:
+    value: "Expr"
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class TupleExpr:
+    elts: tuple["Expr", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class IfExpr:
+    test: "Expr"
+    body: "Expr"
+    orelse: "Expr"
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Compare:
+    left: "Expr"
+    ops: tuple[str, ...]
+    comparators: tuple["Expr", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class BoolOp:
+    op: str  # "and" | "or"
+    values: tuple["Expr", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Not:
+    operand: "Expr"
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Const:
+    value: object
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class OtherExpr:
+    """Anything the analysis does not look into; its sub-calls are still visited."""
+
+    children: tuple["Expr", ...] = ()
+    span: Span = NO_SPAN
+
+
+Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, Not, Const, OtherExpr]
+
+
+# Statements -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Assign:
+    targets: tuple[Expr, ...]  # Name, TupleExpr of targets, or anything else (not tracked)
+    value: Expr
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class ExprStmt:
+    value: Expr
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class If:
+    test: Expr
+    body: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    """`for` and `while`: the target (if any) is rebound on each iteration."""
+
+    target: Expr | None
+    iter: Expr
+    body: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class WithItem:
+    context: Expr
+    target: Expr | None
+
+
+@dataclass(frozen=True, eq=False)
+class With:
+    items: tuple[WithItem, ...]
+    body: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Try:
+    body: tuple["Stmt", ...]
+    handlers: tuple[tuple["Stmt", ...], ...]
+    orelse: tuple["Stmt", ...]
+    finalbody: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Return:
+    value: Expr | None
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Jump:
+    """`raise`, `break` or `continue`: control leaves the block."""
+
+    kind: str
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class Param:
+    name: str
+    default: Expr | None
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class FunctionDef:
+    name: str
+    params: tuple[Param, ...]
+    body: tuple["Stmt", ...]
+    decorators: tuple[Expr, ...]
+    span: Span = NO_SPAN  # the `def` line (decorators excluded)
+
+
+@dataclass(frozen=True, eq=False)
+class ClassDef:
+    name: str
+    body: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
+class ImportName:
+    """`name` imported from `module` (None for `import module`), bound locally as `asname`."""
+
+    module: str
+    name: str | None
+    asname: str
+    level: int = 0
+
+
+def plain_import(dotted: str, asname: str | None) -> ImportName:
+    """`import a.b` binds `a` to module `a`; `import a.b as x` binds `x` to module `a.b`."""
+    if asname:
+        return ImportName(dotted, None, asname)
+    head = dotted.split(".")[0]
+    return ImportName(head, None, head)
+
+
+@dataclass(frozen=True, eq=False)
+class Import:
+    names: tuple[ImportName, ...]
+    span: Span = NO_SPAN
+    source: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class OtherStmt:
+    exprs: tuple[Expr, ...] = ()
+    span: Span = NO_SPAN
+
+
+Stmt = Union[Assign, ExprStmt, If, Loop, With, Try, Return, Jump, FunctionDef, ClassDef, Import, OtherStmt]
+
+
+@dataclass(frozen=True, eq=False)
+class Module:
+    body: tuple[Stmt, ...]

@@ -1,0 +1,152 @@
+"""Lower CPython `ast` trees into the IR (the cheap front end used to index summaries)."""
+
+from __future__ import annotations
+
+import ast
+
+from commgroup_lint.analysis import ir
+
+_COMPARE_OPS: dict[type, str] = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
+}
+
+
+class _AstLowerer:
+    def __init__(self, text: str) -> None:
+        self._lines = text.splitlines(keepends=True)
+
+    # positions: ast columns count UTF-8 bytes, the IR counts characters
+    def _col(self, line: int, byte_col: int) -> int:
+        if not 0 < line <= len(self._lines):
+            return byte_col
+        text = self._lines[line - 1]
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def span(self, node: ast.AST) -> ir.Span:
+        line = getattr(node, "lineno", 0)
+        end_line = getattr(node, "end_lineno", line) or line
+        return ir.Span(
+            line,
+            self._col(line, getattr(node, "col_offset", 0)),
+            end_line,
+            self._col(end_line, getattr(node, "end_col_offset", 0) or 0),
+        )
+
+    # expressions
+    def expr(self, node: ast.expr | None) -> ir.Expr:
+        if node is None:
+            return ir.Const(None)
+        span = self.span(node)
+        if isinstance(node, ast.Name):
+            return ir.Name(node.id, span)
+        if isinstance(node, ast.Attribute):
+            return ir.Attr(self.expr(node.value), node.attr, span)
+        if isinstance(node, ast.Call):
+            args = [
+                ir.Arg(self.expr(a.value), star="*") if isinstance(a, ast.Starred) else ir.Arg(self.expr(a))
+                for a in node.args
+            ]
+            args += [ir.Arg(self.expr(k.value), k.arg, "" if k.arg else "**") for k in node.keywords]
+            return ir.Call(self.expr(node.func), tuple(args), span, node)
+        if isinstance(node, ast.Subscript):
+            return ir.Subscript(self.expr(node.value), span)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return ir.TupleExpr(tuple(self.expr(e) for e in node.elts), span)
+        if isinstance(node, ast.IfExp):
+            return ir.IfExpr(self.expr(node.test), self.expr(node.body), self.expr(node.orelse), span)
+        if isinstance(node, ast.Compare):
+            ops = tuple(_COMPARE_OPS[type(op)] for op in node.ops)
+            return ir.Compare(self.expr(node.left), ops, tuple(self.expr(c) for c in node.comparators), span)
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            return ir.BoolOp(op, tuple(self.expr(v) for v in node.values), span)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return ir.Not(self.expr(node.operand), span)
+        if isinstance(node, ast.Constant):
+            return ir.Const(node.value, span)
+        if isinstance(node, ast.Await):
+            return self.expr(node.value)
+        children = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        return ir.OtherExpr(children, span)
+
+    # statements
+    def body(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
+        return tuple(self.stmt(s) for s in stmts)
+
+    def stmt(self, node: ast.stmt) -> ir.Stmt:
+        span = self.span(node)
+        if isinstance(node, ast.Assign):
+            return ir.Assign(tuple(self.expr(t) for t in node.targets), self.expr(node.value), span)
+        if isinstance(node, ast.AnnAssign):
+            if node.value is None:
+                return ir.OtherStmt((), span)
+            return ir.Assign((self.expr(node.target),), self.expr(node.value), span)
+        if isinstance(node, ast.Expr):
+            return ir.ExprStmt(self.expr(node.value), span)
+        if isinstance(node, ast.If):
+            return ir.If(self.expr(node.test), self.body(node.body), self.body(node.orelse), span)
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            return ir.Loop(self.expr(node.target), self.expr(node.iter), self.body(node.body), self.body(node.orelse), span)
+        if isinstance(node, ast.While):
+            return ir.Loop(None, self.expr(node.test), self.body(node.body), self.body(node.orelse), span)
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            items = tuple(
+                ir.WithItem(self.expr(i.context_expr), self.expr(i.optional_vars) if i.optional_vars else None)
+                for i in node.items
+            )
+            return ir.With(items, self.body(node.body), span)
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            handlers = tuple(self.body(h.body) for h in node.handlers)  # type: ignore[attr-defined]
+            return ir.Try(self.body(node.body), handlers, self.body(node.orelse), self.body(node.finalbody), span)  # type: ignore[attr-defined]
+        if isinstance(node, ast.Return):
+            return ir.Return(self.expr(node.value) if node.value else None, span)
+        if isinstance(node, (ast.Raise, ast.Break, ast.Continue)):
+            return ir.Jump(type(node).__name__.lower(), span)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self.function(node, span)
+        if isinstance(node, ast.ClassDef):
+            return ir.ClassDef(node.name, self.body(node.body), span)
+        if isinstance(node, ast.Import):
+            # `import a.b` binds `a` (to module `a`); `import a.b as x` binds `x` to `a.b`
+            names = tuple(ir.plain_import(a.name, a.asname) for a in node.names)
+            return ir.Import(names, span, node)
+        if isinstance(node, ast.ImportFrom):
+            names = tuple(
+                ir.ImportName(node.module or "", a.name, a.asname or a.name, node.level) for a in node.names
+            )
+            return ir.Import(names, span, node)
+        if type(node).__name__ == "Match":
+            return self.match(node)  # type: ignore[arg-type]
+        exprs = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        return ir.OtherStmt(exprs, span)
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, span: ir.Span) -> ir.FunctionDef:
+        a = node.args
+        positional = [*a.posonlyargs, *a.args]
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+        params = [ir.Param(p.arg, self.expr(d) if d else None, self.span(p)) for p, d in zip(positional, defaults)]
+        if a.vararg:
+            params.append(ir.Param("*" + a.vararg.arg, None, self.span(a.vararg)))
+        params += [
+            ir.Param(p.arg, self.expr(d) if d else None, self.span(p)) for p, d in zip(a.kwonlyargs, a.kw_defaults)
+        ]
+        if a.kwarg:
+            params.append(ir.Param("**" + a.kwarg.arg, None, self.span(a.kwarg)))
+        def_span = ir.Span(node.lineno, span.col, span.end_line, span.end_col)
+        return ir.FunctionDef(
+            node.name, tuple(params), self.body(node.body), tuple(self.expr(d) for d in node.decorator_list), def_span
+        )
+
+    def match(self, node: ast.stmt) -> ir.Stmt:
+        subject = self.expr(node.subject)  # type: ignore[attr-defined]
+        chain: tuple[ir.Stmt, ...] = ()
+        for case in reversed(node.cases):  # type: ignore[attr-defined]
+            chain = (ir.If(ir.OtherExpr((subject,)), self.body(case.body), chain, self.span(node)),)
+        return chain[0] if chain else ir.OtherStmt((subject,), self.span(node))
+
+
+def lower_ast(tree: ast.Module, text: str) -> ir.Module:
+    return ir.Module(_AstLowerer(text).body(tree.body))

@@ -1,0 +1,193 @@
+"""Lower libcst trees into the IR, keeping positions and the CST nodes that fixes edit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import libcst as cst
+from libcst.metadata import CodeRange
+
+from commgroup_lint.analysis import ir
+
+_COMPARE_OPS: dict[type, str] = {
+    cst.Equal: "==", cst.NotEqual: "!=", cst.LessThan: "<", cst.LessThanEqual: "<=",
+    cst.GreaterThan: ">", cst.GreaterThanEqual: ">=", cst.Is: "is", cst.IsNot: "is not",
+    cst.In: "in", cst.NotIn: "not in",
+}
+_CONSTANT_NAMES = {"True": True, "False": False, "None": None}
+
+
+def dotted_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{dotted_name(node.value)}.{node.attr.value}"
+    return ""
+
+
+class _CstLowerer:
+    def __init__(self, positions: Mapping[cst.CSTNode, CodeRange]) -> None:
+        self._positions = positions
+
+    def span(self, node: cst.CSTNode) -> ir.Span:
+        r = self._positions.get(node)
+        if r is None:
+            return ir.NO_SPAN
+        return ir.Span(r.start.line, r.start.column, r.end.line, r.end.column)
+
+    # expressions
+    def expr(self, node: cst.BaseExpression | None) -> ir.Expr:
+        if node is None:
+            return ir.Const(None)
+        span = self.span(node)
+        if isinstance(node, cst.Name):
+            if node.value in _CONSTANT_NAMES:
+                return ir.Const(_CONSTANT_NAMES[node.value], span)
+            return ir.Name(node.value, span)
+        if isinstance(node, cst.Attribute):
+            return ir.Attr(self.expr(node.value), node.attr.value, span)
+        if isinstance(node, cst.Call):
+            args = tuple(
+                ir.Arg(self.expr(a.value), a.keyword.value if a.keyword else None, a.star) for a in node.args
+            )
+            return ir.Call(self.expr(node.func), args, span, node)
+        if isinstance(node, cst.Subscript):
+            return ir.Subscript(self.expr(node.value), span)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return ir.TupleExpr(tuple(self.expr(e.value) for e in node.elements), span)
+        if isinstance(node, cst.IfExp):
+            return ir.IfExpr(self.expr(node.test), self.expr(node.body), self.expr(node.orelse), span)
+        if isinstance(node, cst.Comparison):
+            ops = tuple(_COMPARE_OPS[type(c.operator)] for c in node.comparisons)
+            return ir.Compare(self.expr(node.left), ops, tuple(self.expr(c.comparator) for c in node.comparisons), span)
+        if isinstance(node, cst.BooleanOperation):
+            op = "and" if isinstance(node.operator, cst.And) else "or"
+            return ir.BoolOp(op, (self.expr(node.left), self.expr(node.right)), span)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            return ir.Not(self.expr(node.expression), span)
+        if isinstance(node, cst.Integer):
+            return ir.Const(node.evaluated_value, span)
+        if isinstance(node, cst.SimpleString):
+            return ir.Const(node.evaluated_value, span)
+        if isinstance(node, cst.Await):
+            return self.expr(node.expression)
+        return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span)
+
+    # statements
+    def body(self, block: cst.BaseSuite | Sequence[cst.CSTNode]) -> tuple[ir.Stmt, ...]:
+        nodes = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else block
+        out: list[ir.Stmt] = []
+        for node in nodes:
+            if isinstance(node, cst.SimpleStatementLine):
+                out.extend(self.small(s) for s in node.body)
+            elif isinstance(node, cst.BaseSmallStatement):
+                out.append(self.small(node))
+            else:
+                out.append(self.compound(node))
+        return tuple(out)
+
+    def small(self, node: cst.BaseSmallStatement) -> ir.Stmt:
+        span = self.span(node)
+        if isinstance(node, cst.Assign):
+            return ir.Assign(tuple(self.expr(t.target) for t in node.targets), self.expr(node.value), span)
+        if isinstance(node, cst.AnnAssign):
+            if node.value is None:
+                return ir.OtherStmt((), span)
+            return ir.Assign((self.expr(node.target),), self.expr(node.value), span)
+        if isinstance(node, cst.Expr):
+            return ir.ExprStmt(self.expr(node.value), span)
+        if isinstance(node, cst.Return):
+            return ir.Return(self.expr(node.value) if node.value else None, span)
+        if isinstance(node, (cst.Raise, cst.Break, cst.Continue)):
+            return ir.Jump(type(node).__name__.lower(), span)
+        if isinstance(node, cst.Import):
+            names = tuple(
+                ir.plain_import(dotted_name(a.name), dotted_name(a.asname.name) if a.asname else None)
+                for a in node.names
+            )
+            return ir.Import(names, span, node)
+        if isinstance(node, cst.ImportFrom):
+            if isinstance(node.names, cst.ImportStar):
+                return ir.OtherStmt((), span)
+            module = dotted_name(node.module) if node.module else ""
+            names = tuple(
+                ir.ImportName(module, dotted_name(a.name), dotted_name(a.asname.name) if a.asname else dotted_name(a.name), len(node.relative))
+                for a in node.names
+            )
+            return ir.Import(names, span, node)
+        return ir.OtherStmt(tuple(self.expr(c) for c in _sub_expressions(node)), span)
+
+    def compound(self, node: cst.CSTNode) -> ir.Stmt:
+        span = self.span(node)
+        if isinstance(node, cst.If):
+            return ir.If(self.expr(node.test), self.body(node.body), self.orelse(node.orelse), span)
+        if isinstance(node, cst.For):
+            return ir.Loop(self.expr(node.target), self.expr(node.iter), self.body(node.body), self.orelse(node.orelse), span)
+        if isinstance(node, cst.While):
+            return ir.Loop(None, self.expr(node.test), self.body(node.body), self.orelse(node.orelse), span)
+        if isinstance(node, cst.With):
+            items = tuple(
+                ir.WithItem(self.expr(i.item), self.expr(i.asname.name) if i.asname else None) for i in node.items
+            )
+            return ir.With(items, self.body(node.body), span)
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            return ir.Try(
+                self.body(node.body),
+                tuple(self.body(h.body) for h in node.handlers),
+                self.orelse(node.orelse),
+                self.body(node.finalbody.body) if node.finalbody else (),
+                span,
+            )
+        if isinstance(node, cst.FunctionDef):
+            return self.function(node)
+        if isinstance(node, cst.ClassDef):
+            return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name))
+        if isinstance(node, cst.Match):
+            subject = self.expr(node.subject)
+            chain: tuple[ir.Stmt, ...] = ()
+            for case in reversed(node.cases):
+                chain = (ir.If(ir.OtherExpr((subject,)), self.body(case.body), chain, span),)
+            return chain[0] if chain else ir.OtherStmt((subject,), span)
+        return ir.OtherStmt((), span)
+
+    def orelse(self, node: cst.If | cst.Else | None) -> tuple[ir.Stmt, ...]:
+        if node is None:
+            return ()
+        if isinstance(node, cst.If):
+            return (self.compound(node),)
+        return self.body(node.body)
+
+    def function(self, node: cst.FunctionDef) -> ir.FunctionDef:
+        p = node.params
+        params = [self.param(x) for x in (*p.posonly_params, *p.params)]
+        if isinstance(p.star_arg, cst.Param):
+            params.append(self.param(p.star_arg, "*"))
+        params += [self.param(x) for x in p.kwonly_params]
+        if p.star_kwarg is not None:
+            params.append(self.param(p.star_kwarg, "**"))
+        outer, name = self.span(node), self.span(node.name)
+        # the `def` line: decorators excluded, the column of the statement's indentation
+        def_span = ir.Span(name.line, outer.col, name.end_line, name.end_col)
+        return ir.FunctionDef(
+            node.name.value, tuple(params), self.body(node.body),
+            tuple(self.expr(d.decorator) for d in node.decorators), def_span,
+        )
+
+    def param(self, node: cst.Param, star: str = "") -> ir.Param:
+        default = self.expr(node.default) if node.default is not None else None
+        return ir.Param(star + node.name.value, default, self.span(node))
+
+
+def _sub_expressions(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The expressions directly below `node`, looking through wrappers such as `Arg` or `Element`."""
+    found: list[cst.BaseExpression] = []
+    for child in node.children:
+        if isinstance(child, cst.BaseExpression):
+            found.append(child)
+        elif not isinstance(child, (cst.BaseSuite, cst.BaseStatement)):
+            found.extend(_sub_expressions(child))
+    return found
+
+
+def lower_cst(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]) -> ir.Module:
+    return ir.Module(_CstLowerer(positions).body(module.body))

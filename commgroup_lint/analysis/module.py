@@ -1,0 +1,52 @@
+"""Run the group dataflow over every function of a module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.facts import FunctionFacts
+from commgroup_lint.analysis.flow import Env, FunctionFlow
+from commgroup_lint.analysis.names import ImportTable
+
+
+def analyze_module(module: ir.Module, imports: ImportTable, api: Api) -> list[FunctionFacts]:
+    """The facts of the module's top level and of every function and method in it."""
+    top = FunctionFacts(imports.module, None, None)
+    FunctionFlow(api, imports, top).run(module.body)
+    return [top, *_analyze_body(module.body, imports.module, None, {}, imports, api)]
+
+
+def _analyze_body(
+    body: Sequence[ir.Stmt], prefix: str, class_name: str | None, seed: Env, imports: ImportTable, api: Api
+) -> Iterator[FunctionFacts]:
+    for fn in _definitions(body, ir.FunctionDef):
+        facts = FunctionFacts(f"{prefix}.{fn.name}", fn, class_name)
+        FunctionFlow(api, imports, facts, fn.params, seed).run(fn.body)
+        yield facts
+        yield from _analyze_body(fn.body, facts.qualname, None, {}, imports, api)
+    for cls in _definitions(body, ir.ClassDef):
+        yield from _analyze_class(cls, f"{prefix}.{cls.name}", imports, api)
+
+
+def _analyze_class(cls: ir.ClassDef, qualname: str, imports: ImportTable, api: Api) -> Iterator[FunctionFacts]:
+    """Methods see the `self.x` attributes that `__init__` assigns (groups held on the object)."""
+    seed: Env = {}
+    for fn in _definitions(cls.body, ir.FunctionDef):
+        if fn.name == "__init__":
+            init = FunctionFlow(api, imports, FunctionFacts(f"{qualname}.__init__", fn, cls.name), fn.params)
+            init.run(fn.body)
+            seed = {k: v for k, v in init.env.items() if k.startswith("self.")}
+    yield from _analyze_body(cls.body, qualname, cls.name, seed, imports, api)
+
+
+def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:
+    """Definitions at this level, including those under `if`/`try` (conditional definitions)."""
+    for stmt in body:
+        if isinstance(stmt, kind):
+            yield stmt
+        elif isinstance(stmt, ir.If):
+            yield from _definitions(stmt.body + stmt.orelse, kind)
+        elif isinstance(stmt, ir.Try):
+            yield from _definitions(stmt.body + stmt.orelse + stmt.finalbody, kind)

@@ -1,0 +1,83 @@
+"""Qualified names: resolve what a name or attribute chain refers to through imports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from commgroup_lint.analysis import ir
+
+
+def module_name_for(path: Path) -> tuple[str, bool]:
+    """The dotted module name of a file, found by walking up through `__init__.py` packages.
+
+    Returns the name and whether the file is a package's `__init__`.
+    """
+    path = path.resolve()
+    is_package = path.name == "__init__.py"
+    parts = [] if is_package else [path.stem]
+    directory = path.parent
+    while (directory / "__init__.py").is_file():
+        parts.append(directory.name)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    return ".".join(reversed(parts)) or path.stem, is_package
+
+
+class ImportTable:
+    """Maps local names to the qualified names they were imported as."""
+
+    def __init__(self, module: str, is_package: bool, imports: Iterable[ir.Import]) -> None:
+        self.module = module
+        self._package = module if is_package else module.rpartition(".")[0]
+        self._aliases: dict[str, str] = {}
+        for stmt in imports:
+            for name in stmt.names:
+                self._aliases[name.asname] = self._qualify_import(name)
+
+    def _qualify_import(self, name: ir.ImportName) -> str:
+        base = name.module
+        if name.level:
+            parts = self._package.split(".") if self._package else []
+            parts = parts[: len(parts) - (name.level - 1)] if name.level > 1 else parts
+            base = ".".join([*parts, name.module] if name.module else parts)
+        if name.name is None:
+            return base
+        return f"{base}.{name.name}" if base else name.name
+
+    def qualify(self, expr: ir.Expr) -> str | None:
+        """`dpa.get_local_dp_buffer` -> `sglang.srt.layers.dp_attention.get_local_dp_buffer`."""
+        if isinstance(expr, ir.Name):
+            return self._aliases.get(expr.id, f"{self.module}.{expr.id}" if self.module else expr.id)
+        if isinstance(expr, ir.Attr):
+            base = self.qualify(expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        return None
+
+    def local_name_for(self, qualified: str) -> str | None:
+        """The local name bound to `qualified`, if the module imports it (under any alias)."""
+        for local, target in self._aliases.items():
+            if target == qualified:
+                return local
+        return None
+
+
+def collect_imports(body: Iterable[ir.Stmt]) -> list[ir.Import]:
+    """Every import statement of a module, nested ones included (function-level imports)."""
+    found: list[ir.Import] = []
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ir.Import):
+            found.append(stmt)
+        elif isinstance(stmt, (ir.If, ir.Loop)):
+            stack.extend(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.Try):
+            stack.extend(stmt.body + stmt.orelse + stmt.finalbody)
+            for handler in stmt.handlers:
+                stack.extend(handler)
+        elif isinstance(stmt, (ir.With, ir.FunctionDef, ir.ClassDef)):
+            stack.extend(stmt.body)
+    found.sort(key=lambda s: (s.span.line, s.span.col))
+    return found

@@ -1,0 +1,113 @@
+"""The engine: read every file, parse only those that can matter, run all rules in one pass.
+
+A file that names no allocator cannot produce a finding, so it is read and decoded (an
+undecodable file is still reported) but never parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.module import analyze_module
+from commgroup_lint.analysis.names import ImportTable, collect_imports, module_name_for
+from commgroup_lint.discovery import Discovered
+from commgroup_lint.model import Finding, RuleSelection
+from commgroup_lint.parsing import ParseFailure, parse_cst, parse_python
+from commgroup_lint.profile import Profile
+from commgroup_lint.rule import FileContext, Rule, all_rules
+from commgroup_lint.rules.cgl000_unreadable_file import UnreadableFile
+from commgroup_lint.source import SourceError, SourceFile, read_source
+
+
+@dataclass(frozen=True)
+class InternalError:
+    """A rule (or the analysis) raised on a file: a bug in commgroup-lint, not in the user's code."""
+
+    path: str
+    rule: str
+    error: str
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    files_checked: int = 0
+    internal_errors: list[InternalError] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # text of the files with findings, for code frames
+
+
+class Linter:
+    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection()) -> None:
+        self.api = Api(profile)
+        self.selection = selection
+        self.rules: list[Rule] = [r() for r in all_rules().rules if selection.enabled(r.code)]
+        self._gate = _word_pattern(self._gate_words())
+
+    def _gate_words(self) -> set[str]:
+        names = [*self.api.profile.allocators, *self.api.profile.contexts]
+        return {name.partition("(")[0].rpartition(".")[2] for name in names}
+
+    def needs_analysis(self, text: str) -> bool:
+        return self._gate.search(text) is not None
+
+    def lint(self, files: Iterable[Discovered]) -> LintResult:
+        result = LintResult()
+        for item in files:
+            result.files_checked += 1
+            for outcome in self.lint_file(item, result.sources):
+                if isinstance(outcome, InternalError):
+                    result.internal_errors.append(outcome)
+                else:
+                    result.findings.append(outcome)
+        result.findings.sort(key=lambda f: f.sort_key)
+        return result
+
+    def lint_file(self, item: Discovered, sources: dict[str, str]) -> Iterator[Finding | InternalError]:
+        try:
+            source = read_source(item.path, item.display)
+        except SourceError as err:
+            yield from self._unreadable(item.display, str(err))
+            return
+        outcomes = list(self.lint_source(source))
+        if any(isinstance(o, Finding) for o in outcomes):
+            sources[source.display] = source.text
+        yield from outcomes
+
+    def lint_source(self, source: SourceFile) -> Iterator[Finding | InternalError]:
+        if not self.needs_analysis(source.text):
+            return
+        try:
+            parsed = parse_cst(source.text, parse_python(source.text, source.display))
+        except ParseFailure as failure:
+            yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
+            return
+        module_name, is_package = module_name_for(source.path)
+        imports = ImportTable(module_name, is_package, collect_imports(parsed.module.body))
+        try:
+            functions = analyze_module(parsed.module, imports, self.api)
+        except RecursionError:
+            yield from self._unreadable(source.display, "nested too deeply to analyse")
+            return
+        except Exception as err:  # noqa: BLE001 - reported, never shown as a traceback
+            yield InternalError(source.display, "analysis", f"{type(err).__name__}: {err}")
+            return
+        ctx = FileContext(source, parsed.module, imports, functions, self.api)
+        for rule in self.rules:
+            try:
+                yield from list(rule.check(ctx))
+            except Exception as err:  # noqa: BLE001
+                yield InternalError(source.display, rule.code, f"{type(err).__name__}: {err}")
+
+    def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> Iterator[Finding]:
+        if self.selection.enabled(UnreadableFile.code):
+            yield UnreadableFile.report(display, reason, line, column)
+
+
+def _word_pattern(words: Iterable[str]) -> re.Pattern[str]:
+    ordered = sorted(words, key=len, reverse=True)
+    if not ordered:
+        return re.compile(r"(?!x)x")
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b")

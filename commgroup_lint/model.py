@@ -1,0 +1,80 @@
+"""Plain data shared by the engine, the rules, the fixer and the reporters.
+
+Frozen dataclasses with no behaviour beyond trivial derived properties: every front end
+(text, JSON, SARIF, ...) renders the same `Finding`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Applicability(str, enum.Enum):
+    """Whether `--fix` applies a fix on its own (safe) or only with `--unsafe-fixes`."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A 1-based line and a 1-based column (in characters)."""
+
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the source text between two character offsets (end exclusive)."""
+
+    start: int
+    end: int
+    replacement: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    edits: tuple[Edit, ...]
+    applicability: Applicability
+    description: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    path: str
+    start: Position
+    end: Position
+    message: str
+    severity: Severity = Severity.ERROR
+    fix: Fix | None = None
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.start.line, self.start.column, self.code)
+
+
+@dataclass(frozen=True)
+class RuleSelection:
+    """Which codes to report: `select` narrowed by `ignore` (prefixes allowed, as in ruff)."""
+
+    select: tuple[str, ...] = ("CGL",)
+    ignore: tuple[str, ...] = ()
+
+    def enabled(self, code: str) -> bool:
+        return any(code.startswith(s) for s in self.select) and not any(
+            code.startswith(i) for i in self.ignore
+        )
+
+
+@dataclass(frozen=True)
+class LintOptions:
+    selection: RuleSelection = field(default_factory=RuleSelection)
+    profile_name: str = "sglang"

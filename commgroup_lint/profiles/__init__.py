@@ -1,0 +1,1 @@
+"""Shipped engine profiles (TOML data files)."""

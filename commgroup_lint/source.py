@@ -1,0 +1,64 @@
+"""Reading source files exactly as Python would, and keeping what is needed to write them back.
+
+The text is decoded with the file's own encoding (PEP 263 coding line, or a UTF-8 BOM) and
+its line endings are left untouched, so a fix can be written back byte for byte.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """A file cannot be checked; the message says why (reported as CGL000)."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    display: str  # the path as the user gave it (or as found under a directory they gave)
+    text: str
+    encoding: str  # "utf-8-sig" when the file starts with a BOM
+    raw: bytes
+
+    def encode(self, text: str) -> bytes:
+        return text.encode(self.encoding)
+
+
+def decode(raw: bytes) -> tuple[str, str]:
+    """Decode source bytes; returns (text, encoding)."""
+    if b"\x00" in raw:
+        raise SourceError("binary file (contains NUL bytes); not Python source")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as err:
+        raise SourceError(f"invalid coding line: {err.msg}") from None
+    try:
+        codecs.lookup(encoding)
+        text = raw.decode(encoding)
+    except LookupError:
+        raise SourceError(f"unknown encoding '{encoding}' in the coding line") from None
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        hint = "convert it to UTF-8 or declare its encoding with a PEP 263 coding line"
+        raise SourceError(f"not valid {encoding} (byte 0x{raw[err.start]:02x} on line {line}); {hint}") from None
+    return text, encoding
+
+
+def read_source(path: Path, display: str) -> SourceFile:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SourceError("file disappeared while the run was in progress") from None
+    except IsADirectoryError:
+        raise SourceError("is a directory, not a file") from None
+    except PermissionError:
+        raise SourceError("permission denied; make the file readable or exclude it") from None
+    except OSError as err:
+        raise SourceError(f"cannot be read: {err.strerror or err}") from None
+    text, encoding = decode(raw)
+    return SourceFile(path, display, text, encoding, raw)

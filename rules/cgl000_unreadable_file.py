@@ -1,0 +1,43 @@
+"""
+## What it finds
+A file that commgroup-lint cannot check: it does not parse as Python, is not valid in its
+declared encoding (UTF-8 unless a PEP 263 coding line or a BOM says otherwise), is binary,
+nests too deeply for the parser, or cannot be read.
+
+## Why it matters
+A file that cannot be read is a file whose group bugs go unseen. The finding names the file
+and the reason; every other file is still checked, and the run exits 1 like any finding.
+
+## Example
+```python
+def forward(x:
+    return x
+```
+
+## Fix
+Make the file valid Python (or give it a coding line), or exclude it from the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from commgroup_lint.model import Finding, Position
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid
+
+
+class UnreadableFile(Rule):
+    code = "CGL000"
+    name = "unreadable-file"
+    summary = "A file could not be parsed, decoded or read, so it was not checked"
+    VALID = [Valid("x = 1\n")]
+    INVALID = [Invalid("def forward(x:\n    return x\n", line=1)]
+
+    def check(self, ctx: FileContext) -> Iterator[Finding]:
+        """Nothing to do on a file that parsed: the engine reports the files that did not."""
+        return iter(())
+
+    @classmethod
+    def report(cls, display: str, reason: str, line: int = 1, column: int = 1) -> Finding:
+        where = Position(line, column)
+        return Finding(cls.code, display, where, where, reason, cls.severity)
