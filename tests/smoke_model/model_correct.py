@@ -55,8 +55,9 @@ class DeepseekV4MoE(torch.nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         routing = get_global_dp_buffer(get_moe_ep_group())
         routing.fill_(1.0)
-        get_moe_ep_group().all_reduce(routing)
-        scale = 1.0 / float(routing[0, 0])
+        expert_load = routing.sum(dim=0)
+        get_moe_ep_group().all_reduce(expert_load)
+        scale = 1.0 / float(expert_load[0])
         del routing
         global_hidden = get_global_dp_buffer(get_tp_group())
         dp_gather_partial(global_hidden, hidden_states)
@@ -101,11 +102,11 @@ class DecoderLayer(torch.nn.Module):
         self.comm = LayerCommunicator()
 
     def forward(self, hidden_states: torch.Tensor):
-        moe_out = self.moe(hidden_states)
         global_hidden = self.comm.gather_hidden_states(hidden_states)
         mlp_out = self.mlp(global_hidden)
         local_hidden = self.comm.scatter_hidden_states(mlp_out)
         residual = self.comm.scatter_residual(global_hidden)
         local_hidden.add_(residual)
         next_global = self.comm.gather_hidden_states(local_hidden)
+        moe_out = self.moe(hidden_states)
         return moe_out.clone(), next_global.clone()

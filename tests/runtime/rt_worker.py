@@ -1,0 +1,210 @@
+"""One rank of a multi-process runtime test. Run as a script by ``rt_launch.launch``.
+
+Writes a JSON result to ``--out``; the test process asserts on it. Every scenario runs
+many checks in one process group so that the suite starts few processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+from datetime import timedelta
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/ -> smoke_model
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", message=".*NumPy.*")
+
+HIDDEN = 64
+LOCAL_LEN = 8
+
+
+def _digest(tensors) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _torch_surface():
+    """The objects the shim may patch, to check it leaves torch exactly as it found it."""
+    import torch.distributed._symmetric_memory as symm
+
+    c10d = dist.distributed_c10d
+    objs = {
+        "dist.new_group": dist.new_group,
+        "c10d.new_group": c10d.new_group,
+        "dist.all_reduce": dist.all_reduce,
+        "dist.all_gather_into_tensor": dist.all_gather_into_tensor,
+        "symm.empty": symm.empty,
+        "symm.rendezvous": symm.rendezvous,
+    }
+    nccl = getattr(dist, "ProcessGroupNCCL", None)
+    if nccl is not None and hasattr(nccl, "register_mem_pool"):
+        objs["ProcessGroupNCCL.register_mem_pool"] = nccl.register_mem_pool
+    from smoke_model import parallel_state
+
+    objs["GroupCoordinator.all_gather_into_tensor"] = parallel_state.GroupCoordinator.__dict__["all_gather_into_tensor"]
+    return objs
+
+
+def _setup(args):
+    from smoke_model import dp_attention, parallel_state
+
+    parallel_state.initialize_model_parallel(args.attn_dp, backend=None)
+    device = "cuda" if args.device == "cuda" else "cpu"
+    dp_attention.initialize_dp_attention(args.attn_dp, LOCAL_LEN, HIDDEN, device=device)
+    return device
+
+
+def _input(rank, device):
+    gen = torch.Generator().manual_seed(100 + rank)
+    return torch.randn(LOCAL_LEN, HIDDEN, generator=gen).to(device)
+
+
+def _run_variant(name, device, rank, mode=None, **enforce_kwargs):
+    import importlib
+
+    from commgroup_lint import runtime
+    from smoke_model import pool_v0
+
+    pool_v0.POOL.reset()
+    module = importlib.import_module(f"smoke_model.model_{name}")
+    layer = module.DecoderLayer(HIDDEN, device)
+    x = _input(rank, device)
+    if mode is None:
+        outs = layer(x)
+        found = []
+    else:
+        with runtime.enforce(mode, **enforce_kwargs) as ctx:
+            outs = layer(x)
+        found = [v.as_dict() for v in ctx.violations]
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return _digest(outs), found
+
+
+def scenario_smoke(args):
+    from commgroup_lint import runtime
+    from smoke_model import VARIANTS
+
+    rank = dist.get_rank()
+    device = _setup(args)
+    result = {"variants": {}, "torch_version": torch.__version__}
+    before = _torch_surface()
+    stack_before = torch._C._len_torch_function_stack()
+    for name in VARIANTS:
+        runtime.clear_violations()
+        shim_digest, found = _run_variant(name, device, rank, "report")
+        plain_digest, _ = _run_variant(name, device, rank, None)
+        result["variants"][name] = {"violations": found, "equal": shim_digest == plain_digest}
+    after = _torch_surface()
+    result["restored"] = {k: before[k] is after[k] for k in before}
+    result["mode_stack_restored"] = torch._C._len_torch_function_stack() == stack_before
+
+    # The group-wrapper path (how SGLang's coordinator is checked): wrap the coordinator's
+    # methods; the torch.distributed call inside is then not checked a second time.
+    runtime.clear_violations()
+    _, found = _run_variant(
+        "wrong_group", device, rank, "report", group_classes=("smoke_model.parallel_state:GroupCoordinator",)
+    )
+    result["wrapped"] = found
+    result["wrapped_restored"] = _torch_surface() == after
+
+    # assert mode raises after the collective ran (so every rank raises, nobody hangs)
+    runtime.clear_violations()
+    try:
+        _run_variant("wrong_group", device, rank, "assert")
+        result["assert"] = None
+    except runtime.GroupMismatchError as exc:
+        result["assert"] = {"message": str(exc), "code": exc.code}
+    # warn mode: a CommGroupRuntimeWarning per distinct violation
+    runtime.clear_violations()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run_variant("wrong_group", device, rank, "warn")
+    result["warn"] = [str(w.message) for w in caught if issubclass(w.category, runtime.CommGroupRuntimeWarning)]
+    result["after_all_restored"] = _torch_surface() == before
+    return result
+
+
+def scenario_divergence(args):
+    from commgroup_lint import runtime
+    from commgroup_lint.runtime import _shim
+
+    rank = dist.get_rank()
+    result = {}
+    with runtime.enforce("report", divergence=True, divergence_timeout=3.0) as ctx:
+        group = dist.new_group([0, 1], group_desc="side_test")
+        runtime.name_group(group, "tp")
+        if rank == 0:
+            with runtime.simulated_symmetric_memory(group):
+                buf = torch.ones(16)
+        else:
+            buf = torch.ones(16)
+        dist.all_reduce(buf, group=group)
+        result["sum"] = buf.tolist()[:2]
+        shim = _shim._active_shim()
+        mirror = shim.mirrors.get(group)
+        result["has_mirror"] = mirror is not None
+        # A peer that never joins the check: the check gives up after the timeout.
+        if rank == 0:
+            t0 = time.time()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                verdict = shim._divergence("all_reduce", group, mirror, [1], (buf,), {})
+            result["timeout_s"] = time.time() - t0
+            result["timeout_verdict"] = verdict
+            result["timeout_warned"] = any("divergence check" in str(w.message) for w in caught)
+        else:
+            time.sleep(5.0)
+    result["violations"] = [v.as_dict() for v in ctx.violations]
+    return result
+
+
+SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", required=True)
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--init", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--attn-dp", type=int, default=2)
+    args = parser.parse_args()
+    if args.device == "cuda":
+        torch.cuda.set_device(args.rank % torch.cuda.device_count())
+        backend = "nccl"
+    else:
+        backend = "gloo"
+    kwargs = {}
+    if args.device == "cuda":
+        kwargs["device_id"] = torch.device("cuda", args.rank % torch.cuda.device_count())
+    dist.init_process_group(
+        backend, init_method=args.init, rank=args.rank, world_size=args.world, timeout=timedelta(seconds=60), **kwargs
+    )
+    try:
+        result = {"ok": True, **SCENARIOS[args.scenario](args)}
+    except BaseException:
+        result = {"ok": False, "error": traceback.format_exc()}
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip process-group teardown: a timed-out gloo check must not hang exit
+
+
+if __name__ == "__main__":
+    main()

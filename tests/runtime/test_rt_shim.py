@@ -1,0 +1,288 @@
+"""The shim in one process: a world of one gloo rank, where two groups over the same rank are
+still two groups (identity, not membership)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+from torch.distributed import all_reduce as all_reduce_imported_early  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+from commgroup_lint import runtime  # noqa: E402
+from commgroup_lint.runtime import _shim  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+@pytest.fixture(scope="module")
+def groups(tmp_path_factory):
+    if not dist.is_initialized():
+        store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        owned = True
+    else:  # pragma: no cover - another test module initialised it
+        owned = False
+    a = dist.new_group([0], group_desc="group_a")
+    b = dist.new_group([0], group_desc="group_b")
+    runtime.name_group(a, "a")
+    runtime.name_group(b, "b")
+    yield a, b
+    if owned:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    runtime.clear_violations()
+    yield
+    runtime.clear_violations()
+
+
+def _bound(group, *shape):
+    with runtime.simulated_symmetric_memory(group):
+        return torch.ones(*shape)
+
+
+def test_same_ranks_different_groups_is_a_mismatch(groups):
+    a, b = groups
+    buf = _bound(a, 8)
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(buf, group=b)
+        dist.all_reduce(buf, group=a)
+    assert [v.code for v in ctx.violations] == ["CGL002"]
+    v = ctx.violations[0]
+    assert v.buffer_group == "a" and v.collective_group == "b"
+    assert v.path == os.path.realpath(__file__) or v.path == __file__
+    assert v.message.startswith("CGL002 buffer bound to group 'a' (allocated at ")
+
+
+def test_allocation_site_is_the_callers_line(groups):
+    a, b = groups
+    buf = _bound(a, 4); line = _line()  # noqa: E702
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(buf, group=b)
+    # the site is the line calling the helper ``_bound`` only if it is declared a helper;
+    # undeclared, it is the line inside ``_bound`` that allocated.
+    assert ctx.violations[0].line != line
+    helper_bound = runtime.helper(_bound_helper)
+    runtime.clear_violations()
+    buf2 = helper_bound(a, 4); line2 = _line()  # noqa: E702
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(buf2, group=b)
+    assert ctx.violations[0].line == line2
+
+
+def _bound_helper(group, *shape):
+    with runtime.simulated_symmetric_memory(group):
+        return torch.ones(*shape)
+
+
+def _line():
+    import sys
+
+    return sys._getframe(1).f_lineno
+
+
+def test_views_and_slices_are_recognised(groups):
+    a, b = groups
+    buf = _bound(a, 4, 8)
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(buf[1:3], group=b)
+        dist.all_reduce(buf.view(-1)[5:9], group=b)
+        dist.all_reduce(buf.t().contiguous(), group=b)  # a copy: a new, unbound buffer
+    assert [v.code for v in ctx.violations] == ["CGL002", "CGL002"]  # the copy is unbound
+    rec, _ = _shim.TABLE.lookup(buf[2:, 3:])
+    assert rec is not None and rec.alloc_group is a
+
+
+def test_freed_storage_clears_the_table(groups):
+    a, _ = groups
+    before = _shim.TABLE.buffer_count()
+    buf = _bound(a, 1024)
+    view = buf[10:20]
+    assert _shim.TABLE.buffer_count() == before + 1
+    del buf
+    gc.collect()
+    assert _shim.TABLE.buffer_count() == before + 1  # the view keeps the storage alive
+    del view
+    gc.collect()
+    assert _shim.TABLE.buffer_count() == before
+
+
+def test_unbound_buffers_are_not_errors(groups):
+    _, b = groups
+    with runtime.enforce("assert"):
+        dist.all_reduce(torch.ones(4), group=b)
+        dist.all_reduce(torch.ones(4))
+
+
+def test_function_mode_sees_collectives_imported_by_name_before_enforce(groups):
+    a, b = groups
+    buf = _bound(a, 8)
+    with runtime.enforce("report") as ctx:
+        all_reduce_imported_early(buf, group=b)
+    assert [v.code for v in ctx.violations] == ["CGL002"]
+
+
+class _Probe(TorchFunctionMode):
+    """Records what a function mode is handed for a collective, without running it."""
+
+    def __init__(self, names):
+        super().__init__()
+        self.names = names
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self.names:
+            self.seen.append((func, name, args, dict(kwargs or {})))
+            return None
+        return func(*args, **(kwargs or {}))
+
+
+def test_collective_names_reaching_a_function_mode_are_known(groups):
+    """Verify what this torch really passes (2.13: all_gather_single/reduce_scatter_single)."""
+    _, b = groups
+    out, inp = torch.zeros(4), torch.ones(4)
+    names = set(_shim.COLLECTIVE_NAMES)
+    calls = {
+        "all_reduce": lambda: dist.all_reduce(inp, group=b),
+        "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(out, inp, group=b),
+        "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(out, inp, group=b),
+        "all_gather": lambda: dist.all_gather([out], inp, group=b),
+        "reduce_scatter": lambda: dist.reduce_scatter(out, [inp], group=b),
+        "all_to_all_single": lambda: dist.all_to_all_single(out, inp, group=b),
+        "broadcast": lambda: dist.broadcast(inp, 0, group=b),
+        "async all_reduce": lambda: dist.all_reduce(inp, group=b, async_op=True),
+    }
+    table = _shim._collective_table()
+    for label, call in calls.items():
+        probe = _Probe(names)
+        with probe:
+            call()
+        assert probe.seen, f"{label} never reached a function mode"
+        func, name, args, kwargs = probe.seen[0]
+        assert func in table, name
+        canonical, pos = table[func]
+        group = kwargs["group"] if "group" in kwargs else args[pos]
+        assert group is b, (label, name)
+    version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    probe = _Probe(names)
+    with probe:
+        dist.all_gather_into_tensor(out, inp, group=b)
+        dist.reduce_scatter_tensor(out, inp, group=b)
+    seen = [name for _, name, _, _ in probe.seen]
+    if version >= (2, 13):
+        assert seen == ["all_gather_single", "reduce_scatter_single"]
+        assert all("group" in kw for _, _, _, kw in probe.seen)  # handed as a keyword
+    else:
+        assert seen == ["all_gather_into_tensor", "reduce_scatter_tensor"]
+
+
+def test_renamed_collectives_report_the_familiar_name(groups):
+    a, b = groups
+    out = _bound(a, 4)
+    with runtime.enforce("report") as ctx:
+        dist.all_gather_into_tensor(out, torch.ones(4), group=b)
+    assert ctx.violations[0].collective == "all_gather_into_tensor"
+
+
+def test_enforce_restores_torch_exactly(groups):
+    import torch.distributed._symmetric_memory as symm
+
+    surface = lambda: (  # noqa: E731
+        symm.empty, symm.rendezvous, dist.new_group, dist.distributed_c10d.new_group, dist.all_reduce,
+        getattr(getattr(dist, "ProcessGroupNCCL", None), "register_mem_pool", None),
+    )
+    before = surface()
+    depth = torch._C._len_torch_function_stack()
+    with runtime.enforce("report", divergence=False):
+        with runtime.enforce("warn"):
+            assert torch._C._len_torch_function_stack() == depth + 1
+        assert symm.empty is not before[0]
+    after = surface()
+    assert all(x is y for x, y in zip(before, after))
+    assert torch._C._len_torch_function_stack() == depth
+
+
+def test_outputs_bitwise_equal(groups):
+    a, b = groups
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    buf = _bound(a, 64)
+    buf.copy_(x)
+    plain = x.clone()
+    dist.all_reduce(plain, group=b)
+    with runtime.enforce("report"):
+        dist.all_reduce(buf, group=b)
+    assert torch.equal(buf.view(torch.int32), plain.view(torch.int32))
+
+
+def test_modes(groups):
+    a, b = groups
+    buf = _bound(a, 8)
+    with pytest.raises(runtime.GroupMismatchError) as err:
+        with runtime.enforce("assert"):
+            dist.all_reduce(buf, group=b)
+    assert str(err.value).startswith("CGL002 ") and err.value.code == "CGL002"
+    runtime.clear_violations()
+    with pytest.warns(runtime.CommGroupRuntimeWarning, match="^CGL002 "):
+        with runtime.enforce("warn"):
+            dist.all_reduce(buf, group=b)
+    runtime.clear_violations()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with runtime.enforce("report") as ctx:
+            dist.all_reduce(buf, group=b)
+    assert len(ctx.violations) == 1 and runtime.violations() == ctx.violations
+    with pytest.raises(ValueError):
+        runtime.enforce("loud")
+
+
+def test_pool_reuse_under_the_register_once_scheme(groups):
+    a, b = groups
+    pool = runtime.SimulatedSymmetricPool("on_create")
+    with runtime.simulated_symmetric_memory(a, pool=pool):
+        first = torch.empty(256)
+    del first
+    gc.collect()
+    with runtime.simulated_symmetric_memory(b, pool=pool):
+        second = torch.empty(256)  # same size class: gets a's block
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(second, group=b)
+    assert [v.code for v in ctx.violations] == ["CGL005"]
+    assert "registered with group 'a'" in ctx.violations[0].message
+    # the default scheme registers per context: no pool reuse
+    with runtime.simulated_symmetric_memory(a):
+        third = torch.empty(256)
+    del third
+    with runtime.simulated_symmetric_memory(b):
+        fourth = torch.empty(256)
+    runtime.clear_violations()
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(fourth, group=b)
+    assert ctx.violations == []
+
+
+def test_views_inside_the_context_are_not_rebound(groups):
+    a, b = groups
+    outside = torch.ones(8)
+    with runtime.simulated_symmetric_memory(a):
+        view = outside.view(2, 4)
+        fresh = outside * 2
+    assert _shim.TABLE.lookup(view)[0] is None
+    assert _shim.TABLE.lookup(fresh)[0].alloc_group is a
+
+
+def test_group_labels(groups):
+    a, _ = groups
+    g = dist.new_group([0], group_desc="my_desc")
+    assert runtime.group_label(g) == "my_desc"
+    runtime.name_group(g, "attn_cp")
+    assert runtime.group_label(g) == "attn_cp"
+    assert runtime.group_label(a) == "a"
