@@ -26,6 +26,10 @@ warnings.filterwarnings("ignore", message=".*NumPy.*")
 
 HIDDEN = 64
 LOCAL_LEN = 8
+# On CUDA the global buffer is large enough (16 MiB) to get a segment of its own from the
+# caching allocator, so a freed block is handed out again whole, as in the CPU pool model.
+CUDA_HIDDEN = 2048
+CUDA_LOCAL_LEN = 1024
 
 
 def _digest(tensors) -> str:
@@ -61,7 +65,10 @@ def _setup(args):
     from smoke_model import dp_attention, parallel_state
 
     parallel_state.initialize_model_parallel(args.attn_dp, backend=None)
+    global HIDDEN, LOCAL_LEN
     device = "cuda" if args.device == "cuda" else "cpu"
+    if device == "cuda":
+        HIDDEN, LOCAL_LEN = CUDA_HIDDEN, CUDA_LOCAL_LEN
     dp_attention.initialize_dp_attention(args.attn_dp, LOCAL_LEN, HIDDEN, device=device)
     return device
 
@@ -171,7 +178,68 @@ def scenario_divergence(args):
     return result
 
 
-SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence}
+def scenario_symm(args):
+    """Real registration on CUDA: torch symmetric memory and a NCCL mem pool."""
+    import torch.distributed._symmetric_memory as symm
+
+    from commgroup_lint import runtime
+
+    rank = dist.get_rank()
+    device = torch.device("cuda", torch.cuda.current_device())
+    tp = dist.new_group([0, 1], group_desc="tp")
+    other = dist.new_group([0, 1], group_desc="moe_ep")
+    result = {"nccl": ".".join(map(str, torch.cuda.nccl.version())), "rank": rank}
+    with runtime.enforce("report") as ctx:
+        try:
+            t = symm.empty(4096, device=device)
+            symm.rendezvous(t, tp)
+            t.fill_(1.0)
+            dist.all_reduce(t, group=tp)
+            dist.all_reduce(t, group=other)
+            torch.cuda.synchronize()
+            result["symm_sum"] = float(t[0])
+        except Exception:
+            result["symm_error"] = traceback.format_exc()[-1500:]
+        try:
+            backend = tp._get_backend(device)
+            pool = torch.cuda.MemPool(backend.mem_allocator)
+            with torch.cuda.use_mem_pool(pool):
+                u = torch.ones(1 << 20, device=device)
+            backend.register_mem_pool(pool)
+            dist.all_reduce(u, group=tp)
+            dist.all_reduce(u[:1024], group=other)
+            torch.cuda.synchronize()
+            result["pool_sum"] = float(u[0])
+            result["pool_segments"] = len(pool.snapshot())
+        except Exception:
+            result["pool_error"] = traceback.format_exc()[-1500:]
+    result["violations"] = [v.as_dict() for v in ctx.violations]
+    return result
+
+
+def scenario_probe(args):
+    """What a function mode is handed for the renamed collectives on this torch."""
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Probe(TorchFunctionMode):
+        def __torch_function__(self, func, types, a=(), kw=None):
+            name = getattr(func, "__name__", "")
+            if name in ("all_gather_into_tensor", "all_gather_single", "reduce_scatter_tensor",
+                        "reduce_scatter_single", "_all_gather_base", "_reduce_scatter_base"):
+                seen.append({"name": name, "nargs": len(a), "kwargs": sorted((kw or {}).keys())})
+            return func(*a, **(kw or {}))
+
+    dev = "cuda" if args.device == "cuda" else "cpu"
+    out, inp = torch.zeros(2 * dist.get_world_size(), device=dev), torch.ones(2, device=dev)
+    with Probe():
+        dist.all_gather_into_tensor(out, inp)
+        dist.reduce_scatter_tensor(inp, out)
+    return {"seen": seen, "torch": torch.__version__}
+
+
+SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence, "symm": scenario_symm, "probe": scenario_probe}
 
 
 def main():
