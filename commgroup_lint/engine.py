@@ -7,13 +7,14 @@ undecodable file is still reported) but never parsed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.names import ImportTable, collect_imports, module_name_for
-from commgroup_lint.discovery import Discovered
+from commgroup_lint import suppressions
+from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.model import Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure, parse_cst, parse_python
 from commgroup_lint.profile import Profile
@@ -40,9 +41,11 @@ class LintResult:
 
 
 class Linter:
-    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection()) -> None:
+    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
+                 per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
         self.api = Api(profile)
         self.selection = selection
+        self.per_file_ignores = per_file_ignores  # (anchored glob, codes), see config.Config
         self.rules: list[Rule] = [r() for r in all_rules().rules if selection.enabled(r.code)]
         self._gate = _word_pattern(self._gate_words())
 
@@ -53,7 +56,13 @@ class Linter:
     def needs_analysis(self, text: str) -> bool:
         return self._gate.search(text) is not None
 
-    def lint(self, files: Iterable[Discovered]) -> LintResult:
+    def enabled_for(self, display: str) -> Callable[[str], bool]:
+        """Whether a code is reported in one file: selected, and not ignored there by per-file-ignores."""
+        ignored = tuple(c for pattern, codes in self.per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
+        return lambda code: self.selection.enabled(code) and not any(code.startswith(i) for i in ignored)
+
+    def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None) -> LintResult:
+        """Check `files`; `progress` (if given) is called once per file as it is done."""
         result = LintResult()
         for item in files:
             result.files_checked += 1
@@ -62,6 +71,8 @@ class Linter:
                     result.internal_errors.append(outcome)
                 else:
                     result.findings.append(outcome)
+            if progress is not None:
+                progress()
         result.findings.sort(key=lambda f: f.sort_key)
         return result
 
@@ -69,9 +80,13 @@ class Linter:
         try:
             source = read_source(item.path, item.display)
         except SourceError as err:
-            yield from self._unreadable(item.display, str(err))
+            enabled = self.enabled_for(item.display)
+            yield from (f for f in self._unreadable(item.display, str(err)) if enabled(f.code))
             return
         outcomes = list(self.lint_source(source))
+        findings = suppressions.apply(source.text, source.display, [o for o in outcomes if isinstance(o, Finding)],
+                                      self.enabled_for(source.display))
+        outcomes = [o for o in outcomes if isinstance(o, InternalError)] + findings
         if any(isinstance(o, Finding) for o in outcomes):
             sources[source.display] = source.text
         yield from outcomes

@@ -1,0 +1,140 @@
+"""Suppression comments: `# commgroup-lint: ignore[CODES]` and `# commgroup-lint: ignore-file[CODES]`.
+
+A line suppression covers its own line and, when it sits on the first line of a statement
+that spans several lines, every line of that statement (the logical line, as `tokenize`
+sees it: a compound statement's header, not its body). A file suppression covers the file.
+Codes are named: a directive without codes suppresses nothing and is reported (CGL101). A
+named code that suppressed nothing is reported (CGL100), unless this run does not check that
+code (deselected, or ignored for the file), since then nobody can tell whether it is needed.
+
+Comments are read with `tokenize`, so text inside strings is never taken for a directive, and
+nothing is parsed again.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from commgroup_lint.model import Finding
+from commgroup_lint.rule import all_rules
+from commgroup_lint.rules.cgl100_unused_suppression import UnusedSuppression
+from commgroup_lint.rules.cgl101_blanket_suppression import BlanketSuppression
+
+MARKER = "commgroup-lint:"
+DIRECTIVE = re.compile(
+    r"#\s*commgroup-lint:\s*(?P<kind>ignore-file|ignore)(?![\w-])(?:\[(?P<codes>[^\]]*)\])?",
+    re.IGNORECASE,
+)
+# Reported when unused only through their own rules' logic, never as unused suppressions.
+_SELF_CODES = frozenset({UnusedSuppression.code, BlanketSuppression.code})
+
+
+@dataclass
+class Directive:
+    file_level: bool
+    line: int
+    column: int  # 1-based, of the `#` that starts the directive
+    end_column: int
+    codes: tuple[str, ...]
+    text: str
+    used: set[str] = field(default_factory=set)
+
+    @property
+    def blanket(self) -> bool:
+        return not self.codes
+
+
+@dataclass
+class Directives:
+    line: dict[int, list[Directive]] = field(default_factory=dict)
+    file: list[Directive] = field(default_factory=list)
+    statement_start: dict[int, int] = field(default_factory=dict)  # line -> first line of its statement
+
+    def all(self) -> list[Directive]:
+        return sorted([*self.file, *(d for ds in self.line.values() for d in ds)], key=lambda d: (d.line, d.column))
+
+    def covering(self, line: int) -> Iterable[Directive]:
+        yield from self.file
+        yield from self.line.get(line, ())
+        start = self.statement_start.get(line, line)
+        if start != line:
+            yield from self.line.get(start, ())
+
+
+def scan(text: str) -> Directives:
+    """The directives in `text` (tokens up to a tokenize error are still read)."""
+    found = Directives()
+    if MARKER not in text.lower():
+        return found
+    statement_first: int | None = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                for match in DIRECTIVE.finditer(tok.string):
+                    _add(found, match, tok.start[0], tok.start[1])
+            elif tok.type == tokenize.NEWLINE:
+                first = statement_first if statement_first is not None else tok.start[0]
+                for line in range(first, tok.end[0] + 1):
+                    found.statement_start[line] = first
+                statement_first = None
+            elif tok.type not in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+                if statement_first is None:
+                    statement_first = tok.start[0]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return found
+
+
+def _add(found: Directives, match: re.Match[str], line: int, offset: int) -> None:
+    raw = match.group("codes")
+    codes = tuple(dict.fromkeys(c.strip().upper() for c in (raw or "").split(",") if c.strip()))
+    directive = Directive(
+        file_level=match.group("kind").lower() == "ignore-file",
+        line=line,
+        column=offset + match.start() + 1,
+        end_column=offset + match.end() + 1,
+        codes=codes,
+        text=match.group(0),
+    )
+    if directive.file_level:
+        found.file.append(directive)
+    else:
+        found.line.setdefault(line, []).append(directive)
+
+
+def apply(text: str, display: str, findings: Iterable[Finding], enabled: Callable[[str], bool]) -> list[Finding]:
+    """The findings that survive `enabled` (selection and per-file ignores) and the file's
+    suppression comments, plus the findings about the comments themselves (CGL100, CGL101)."""
+    findings = [f for f in findings if enabled(f.code)]
+    directives = scan(text)
+    if not directives.file and not directives.line:
+        return findings
+    kept = [f for f in findings if not _suppress(directives, f)]
+    known = {r.code for r in all_rules().rules}
+    extra: list[Finding] = []
+    for d in directives.all():
+        if d.blanket:
+            extra.append(BlanketSuppression.report(display, d.line, d.column, d.end_column, d.file_level))
+            continue
+        for code in d.codes:
+            if code in d.used or code in _SELF_CODES:
+                continue
+            if code not in known:
+                extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level, unknown=True))
+            elif enabled(code):
+                extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level))
+    # The file's own directives (and per-file ignores) may silence these too.
+    kept += [f for f in extra if enabled(f.code) and not _suppress(directives, f)]
+    return kept
+
+
+def _suppress(directives: Directives, finding: Finding) -> bool:
+    for d in directives.covering(finding.start.line):
+        if finding.code in d.codes:
+            d.used.add(finding.code)
+            return True
+    return False
