@@ -28,14 +28,20 @@ class Discovered:
 
 
 def is_excluded(display: str, patterns: Iterable[str]) -> bool:
-    """A pattern matches the whole path, its file name, or any directory along it (as ruff)."""
+    """A pattern matches the whole path, its file name, or any directory along it (as ruff).
+
+    An absolute pattern (as `config.anchor` makes of `dir/sub`) is matched against the
+    absolute path, so it means the same from any working directory.
+    """
     posix = Path(display).as_posix().removeprefix("./")
     parts = posix.split("/")
+    absolute = Path(os.path.abspath(display)).as_posix()
     for pattern in patterns:
         pattern = pattern.rstrip("/").removeprefix("./")
-        if fnmatch.fnmatch(posix, pattern) or any(fnmatch.fnmatch(p, pattern) for p in parts):
+        subject = absolute if pattern.startswith("/") else posix
+        if fnmatch.fnmatch(subject, pattern) or any(fnmatch.fnmatch(p, pattern) for p in parts):
             return True
-        if "/" in pattern and (posix.startswith(pattern + "/") or fnmatch.fnmatch(posix, pattern + "/*")):
+        if "/" in pattern and (subject.startswith(pattern + "/") or fnmatch.fnmatch(subject, pattern + "/*")):
             return True
     return False
 

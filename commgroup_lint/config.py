@@ -1,0 +1,191 @@
+"""Configuration files: `[tool.commgroup-lint]` in `pyproject.toml`, or a `commgroup-lint.toml`.
+
+Found as ruff finds its own: from the checked paths (their common ancestor when there are
+several) upward, the first directory holding a `commgroup-lint.toml`, or a `pyproject.toml`
+with a `[tool.commgroup-lint]` table, wins (in one directory `commgroup-lint.toml` is
+preferred); `--config PATH` names the file instead. Paths in `exclude`, `extend-exclude` and
+`per-file-ignores` are relative to the directory of the file that sets them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commgroup_lint import toml
+from commgroup_lint.profile import Profile, ProfileError, parse_profile, shipped_profiles
+from commgroup_lint.rule import all_rules
+
+STANDALONE = "commgroup-lint.toml"
+PYPROJECT = "pyproject.toml"
+SECTION = "commgroup-lint"
+
+
+class ConfigError(Exception):
+    """A configuration file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings of one configuration file (all defaults when `path` is None).
+
+    Patterns are anchored: a pattern with a `/` is made absolute against the file's directory,
+    a bare name (`build`, `*_pb2.py`) matches a file or directory name anywhere.
+    """
+
+    path: Path | None = None
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    profile: str | None = None
+    force_exclude: bool = False
+    extend_profile: Profile | None = None
+
+
+_KEYS = (
+    "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
+    "profile", "force-exclude", "extend-profile",
+)
+
+
+def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
+    """The configuration file that applies to `paths` (the current directory when empty)."""
+    cwd = cwd or Path.cwd()
+    start = _common_directory([cwd / p for p in paths] or [cwd])
+    for directory in (start, *start.parents):
+        standalone = directory / STANDALONE
+        if standalone.is_file():
+            return standalone
+        pyproject = directory / PYPROJECT
+        if pyproject.is_file() and SECTION in _read_toml(pyproject).get("tool", {}):
+            return pyproject
+    return None
+
+
+def load_config(path: Path) -> Config:
+    """Read and check one configuration file (`pyproject.toml` or `commgroup-lint.toml`)."""
+    data = _read_toml(path)
+    if path.name == PYPROJECT:
+        tool = data.get("tool", {})
+        data = tool.get(SECTION, {}) if isinstance(tool, dict) else {}
+        prefix = "tool.commgroup-lint."
+    else:
+        prefix = ""
+    return _Parser(path, prefix).parse(data)
+
+
+def anchor(pattern: str, root: Path) -> str:
+    """`dir/sub` -> `/abs/root/dir/sub`; a bare name or glob (`build`, `*.py`) is kept as is."""
+    stripped = pattern.rstrip("/").removeprefix("./")
+    if "/" not in stripped:
+        return stripped
+    return Path(os.path.normpath(root / stripped)).as_posix()
+
+
+def _common_directory(paths: Iterable[Path]) -> Path:
+    resolved = [Path(os.path.abspath(p)) for p in paths]
+    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    return Path(os.path.commonpath([str(d) for d in dirs]))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+
+
+class _Parser:
+    def __init__(self, path: Path, prefix: str) -> None:
+        self.path, self.prefix = path, prefix
+        self.root = Path(os.path.abspath(path)).parent
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.path}: key '{self.prefix}{key}': {problem}")
+
+    def parse(self, data: dict[str, Any]) -> Config:
+        for key in data:
+            if key not in _KEYS:
+                hint = f"; did you mean '{key.replace('_', '-')}'?" if key.replace("_", "-") in _KEYS else ""
+                raise self.fail(key, f"unknown key (expected one of: {', '.join(_KEYS)}){hint}")
+        profile = data.get("profile")
+        if profile is not None:
+            if not isinstance(profile, str):
+                raise self.fail("profile", "must be a string")
+            if profile not in shipped_profiles():
+                raise self.fail("profile", f"unknown profile '{profile}' (shipped profiles: {', '.join(shipped_profiles())})")
+        force_exclude = data.get("force-exclude", False)
+        if not isinstance(force_exclude, bool):
+            raise self.fail("force-exclude", "must be true or false")
+        return Config(
+            path=self.path,
+            select=self.codes(data, "select") if "select" in data else None,
+            extend_select=self.codes(data, "extend-select"),
+            ignore=self.codes(data, "ignore"),
+            per_file_ignores=self.per_file_ignores(data),
+            exclude=tuple(anchor(p, self.root) for p in self.strings(data, "exclude")),
+            extend_exclude=tuple(anchor(p, self.root) for p in self.strings(data, "extend-exclude")),
+            profile=profile,
+            force_exclude=force_exclude,
+            extend_profile=self.extend_profile(data),
+        )
+
+    def strings(self, data: dict[str, Any], key: str) -> tuple[str, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "must be a list of strings")
+        return tuple(value)
+
+    def codes(self, data: dict[str, Any], key: str) -> tuple[str, ...]:
+        codes = tuple(c.strip().upper() for c in self.strings(data, key))
+        for code in codes:
+            problem = unknown_code(code)
+            if problem:
+                raise self.fail(key, problem)
+        return codes
+
+    def per_file_ignores(self, data: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        table = data.get("per-file-ignores", {})
+        if not isinstance(table, dict):
+            raise self.fail("per-file-ignores", "must be a table of glob = [codes]")
+        entries = []
+        for pattern, value in table.items():
+            key = f'per-file-ignores."{pattern}"'
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise self.fail(key, "must be a list of rule codes")
+            codes = tuple(c.strip().upper() for c in value)
+            for code in codes:
+                problem = unknown_code(code)
+                if problem:
+                    raise self.fail(key, problem)
+            entries.append((anchor(pattern, self.root), codes))
+        return tuple(entries)
+
+    def extend_profile(self, data: dict[str, Any]) -> Profile | None:
+        if "extend-profile" not in data:
+            return None
+        table = data["extend-profile"]
+        if not isinstance(table, dict):
+            raise self.fail("extend-profile", "must be a table in the shape of a shipped profile")
+        try:
+            return parse_profile(table, origin=str(self.path), prefix=f"{self.prefix}extend-profile.")
+        except ProfileError as err:
+            raise ConfigError(str(err)) from None
+
+
+def unknown_code(code: str) -> str | None:
+    """Why `code` (a code or a prefix such as `CGL0`) names no rule, or None when it does."""
+    known = [r.code for r in all_rules().rules]
+    if code.startswith("CGL") and any(k.startswith(code) for k in known):
+        return None
+    return f"unknown rule code '{code}' (known: {', '.join(known)})"
