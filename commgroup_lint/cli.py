@@ -5,18 +5,24 @@ Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input or intern
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from commgroup_lint import __version__
+from commgroup_lint.config import Config, ConfigError, find_config, load_config
 from commgroup_lint.discovery import PathNotFound, discover
+from commgroup_lint.docs import render_rule_doc
 from commgroup_lint.engine import Linter, LintResult
-from commgroup_lint.model import RuleSelection
-from commgroup_lint.profile import ProfileError, load_shipped, shipped_profiles
+from commgroup_lint.options import (
+    anchored_patterns, progress_reporter, resolve_selection, statistics, write_atomically,
+)
+from commgroup_lint.profile import Profile, ProfileError, load_shipped, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
 from commgroup_lint.reporters.text import print_findings, summary_line
 from commgroup_lint.rule import all_rules
@@ -54,36 +60,101 @@ def main() -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Output format; machine formats print only the document on stdout.")
-@click.option("--select", help="Comma-separated codes or prefixes to report (default: all).")
-@click.option("--ignore", help="Comma-separated codes or prefixes not to report.")
-@click.option("--profile", "profile_name", default="sglang", show_default=True,
-              help=f"Engine profile ({', '.join(shipped_profiles())}).")
-@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary line.")
-def check(paths: Sequence[str], output_format: str, select: str | None, ignore: str | None,
-          profile_name: str, quiet: bool) -> None:
+@click.option("--select", help="Comma-separated codes or prefixes to report, replacing the configured selection "
+                               "(default: all).")
+@click.option("--extend-select", help="Comma-separated codes or prefixes to report in addition to the selection.")
+@click.option("--ignore", help="Comma-separated codes or prefixes not to report (added to the configured ones).")
+@click.option("--exclude", help="Comma-separated path patterns to skip, replacing the configured `exclude`.")
+@click.option("--extend-exclude", help="Comma-separated path patterns to skip in addition to the configured ones.")
+@click.option("--force-exclude/--no-force-exclude", default=None,
+              help="Apply excludes to files named on the command line too (as pre-commit passes them).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
+@click.option("--profile", "profile_name", default=None,
+              help=f"Engine profile ({', '.join(shipped_profiles())}; default: the configured one, else sglang).")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False),
+              help="Write the report to this file (replaced atomically) instead of stdout.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of the findings.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (still 2 on errors).")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no progress bar.")
+def check(paths: Sequence[str], output_format: str, select: str | None, extend_select: str | None,
+          ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
+          config_path: str | None, profile_name: str | None, output_file: str | None, statistics: bool,
+          exit_zero: bool, quiet: bool) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
-    selection = RuleSelection(parse_codes(select, "--select") or ("CGL",), parse_codes(ignore, "--ignore"))
+    if statistics and output_format not in ("text", "json"):
+        raise UserError("--statistics works with --format text or json")
+    config = _load_config(paths, config_path)
+    selection = resolve_selection(
+        config, parse_codes(select, "--select"), parse_codes(extend_select, "--extend-select"),
+        parse_codes(ignore, "--ignore"),
+    )
+    profile = _load_profile(config, profile_name)
+    excludes = (anchored_patterns(exclude) if exclude is not None else config.exclude) + config.extend_exclude
+    excludes += anchored_patterns(extend_exclude)
+    force = config.force_exclude if force_exclude is None else force_exclude
     try:
-        profile = load_shipped(profile_name)
-    except ProfileError as err:
-        raise UserError(f"--profile: {err}") from None
-    try:
-        files = discover(paths or (".",))
+        files = discover(paths or (".",), excludes, force)
     except PathNotFound as err:
         raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
-    result = Linter(profile, selection).lint(files)
-    _report(result, output_format, quiet)
-    sys.exit(_exit_code(result))
+    if not files and not quiet:
+        click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
+    linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores)
+    with progress_reporter(len(files), quiet) as advance:
+        result = linter.lint(files, progress=advance)
+    _report(result, output_format, quiet, output_file, statistics)
+    sys.exit(EXIT_CLEAN if exit_zero and not result.internal_errors else _exit_code(result))
 
 
-def _report(result: LintResult, output_format: str, quiet: bool) -> None:
-    if output_format in MACHINE_FORMATS:
-        sys.stdout.write(MACHINE_FORMATS[output_format](result))
+def _load_config(paths: Sequence[str], config_path: str | None) -> Config:
+    try:
+        if config_path is not None:
+            path = Path(config_path)
+            if not path.is_file():
+                raise UserError(f"--config: file '{config_path}' does not exist")
+            return load_config(path)
+        found = find_config(paths)
+        return load_config(found) if found else Config()
+    except ConfigError as err:
+        raise UserError(str(err)) from None
+
+
+def _load_profile(config: Config, profile_name: str | None) -> Profile:
+    try:
+        profile = load_shipped(profile_name or config.profile or "sglang")
+    except ProfileError as err:
+        raise UserError(f"--profile: {err}") from None
+    return profile.merged(config.extend_profile) if config.extend_profile else profile
+
+
+def _report(result: LintResult, output_format: str, quiet: bool, output_file: str | None = None,
+            show_statistics: bool = False) -> None:
+    if show_statistics:
+        document = statistics(result, output_format)
+    elif output_format in MACHINE_FORMATS:
+        document = MACHINE_FORMATS[output_format](result)
     else:
+        document = None
+    if document is None and output_file is None:
         console = Console(highlight=False)
         print_findings(console, result)
         if not quiet:
             console.print(summary_line(result), highlight=False)
+    else:
+        if document is None:
+            buffer = io.StringIO()
+            console = Console(file=buffer, highlight=False, color_system=None, width=10_000)
+            print_findings(console, result)
+            if not quiet:
+                console.print(summary_line(result), highlight=False)
+            document = buffer.getvalue()
+        if output_file is None:
+            sys.stdout.write(document)
+        else:
+            try:
+                write_atomically(Path(output_file), document)
+            except OSError as err:
+                raise UserError(f"--output-file: cannot write '{output_file}': {err.strerror or err}") from None
     for e in result.internal_errors:
         click.echo(f"internal error: rule {e.rule} failed on {e.path}: {e.error} (please report this)", err=True)
 
@@ -111,8 +182,4 @@ def explain(code: str) -> None:
     if rule is None:
         known = ", ".join(r.code for r in all_rules().rules)
         raise UserError(f"unknown rule code '{code}' (known: {known})")
-    click.echo(render_rule_doc(rule))
-
-
-def render_rule_doc(rule) -> str:  # noqa: ANN001
-    return f"# {rule.code}: {rule.name}\n\n{rule.summary}.\n\n{rule.documentation()}\n"
+    click.echo(render_rule_doc(rule), nl=False)

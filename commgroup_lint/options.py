@@ -1,0 +1,110 @@
+"""The command line's helpers that are not about parsing arguments: how options combine with
+the configuration, statistics, writing the report, and the progress bar."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from commgroup_lint.config import Config, anchor
+from commgroup_lint.engine import LintResult
+from commgroup_lint.model import RuleSelection
+from commgroup_lint.rule import all_rules
+
+PROGRESS_THRESHOLD = 300
+"""A run over more files than this shows a progress bar (on a terminal, without --quiet)."""
+
+
+def resolve_selection(config: Config, select: tuple[str, ...], extend_select: tuple[str, ...],
+                      ignore: tuple[str, ...]) -> RuleSelection:
+    """As ruff: `--select` starts over (the configured select, extend-select and ignore no
+    longer apply); otherwise the configured selection holds and `--ignore` adds to its ignores.
+    `--extend-select` adds to either."""
+    if select:
+        return RuleSelection(select + extend_select, ignore)
+    base = (config.select if config.select is not None else ("CGL",)) + config.extend_select
+    return RuleSelection(base + extend_select, config.ignore + ignore)
+
+
+def anchored_patterns(value: str | None, cwd: Path | None = None) -> tuple[str, ...]:
+    """Comma-separated command-line patterns, relative to the working directory."""
+    if not value:
+        return ()
+    root = cwd or Path.cwd()
+    return tuple(anchor(p.strip(), root) for p in value.split(",") if p.strip())
+
+
+def statistics(result: LintResult, output_format: str) -> str:
+    """Findings per code, most frequent first (`--statistics`)."""
+    counts = Counter(f.code for f in result.findings)
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    registry = all_rules()
+    if output_format == "json":
+        return json.dumps([
+            {"code": code, "name": _name(registry, code), "count": n, "fixable": _fixable(registry, code)}
+            for code, n in rows
+        ], indent=2) + "\n"
+    width = max((len(str(n)) for _, n in rows), default=1)
+    return "".join(
+        f"{n:>{width}}\t{code}\t{'[*] ' if _fixable(registry, code) else ''}{_name(registry, code)}\n"
+        for code, n in rows
+    )
+
+
+def _name(registry, code: str) -> str:  # noqa: ANN001
+    rule = registry.by_code(code)
+    return rule.name if rule else ""
+
+
+def _fixable(registry, code: str) -> bool:  # noqa: ANN001
+    rule = registry.by_code(code)
+    return bool(rule and rule.fixable)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def wants_progress(total: int, quiet: bool) -> bool:
+    return total > PROGRESS_THRESHOLD and not quiet and stderr_is_terminal()
+
+
+@contextlib.contextmanager
+def progress_reporter(total: int, quiet: bool, console=None) -> Iterator[Callable[[], None] | None]:  # noqa: ANN001
+    """A callback that advances a progress bar on stderr by one file, or None when no bar is
+    wanted (few files, --quiet, or stderr is not a terminal)."""
+    if not wants_progress(total, quiet):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console or Console(stderr=True), transient=True,
+    )
+    with progress:
+        task = progress.add_task("check", total=total)
+        yield lambda: progress.advance(task)
