@@ -51,8 +51,9 @@ def worker(rank, world, init, device, local_len, hidden, dtype_name):
     cuda = device == "cuda"
     if cuda:
         torch.cuda.set_device(rank)
+    extra = {"device_id": torch.device("cuda", rank)} if cuda else {}
     dist.init_process_group("nccl" if cuda else "gloo", init_method=init, rank=rank, world_size=world,
-                            timeout=timedelta(seconds=120))
+                            timeout=timedelta(seconds=120), **extra)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     shim = lambda: runtime.enforce("warn")  # noqa: E731
     from smoke_model import dp_attention, parallel_state

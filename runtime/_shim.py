@@ -334,6 +334,19 @@ def _collective_table():
     return table
 
 
+def _reaches_function_mode(func) -> bool:
+    """Whether a collective hands itself to torch function modes (``handle_torch_function``)
+    or delegates to one that does; torch 2.11's list ``reduce_scatter`` does neither."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    if code is None:
+        return False
+    names = set(code.co_names)
+    if "handle_torch_function" in names:
+        return True
+    c10d = dist.distributed_c10d
+    return any(n in names and n != func.__name__ for n in COLLECTIVE_NAMES if getattr(c10d, n, None) is not None)
+
+
 class _ShimMode(TorchFunctionMode):
     def __init__(self, shim):
         super().__init__()
@@ -385,6 +398,7 @@ class _Shim:
                 wrap_group_methods(cls, patcher=self.patcher)
         if self.divergence:
             self._patch_new_group()
+        self._patch_unreachable_collectives()
         self._mode = _ShimMode(self)
         self._mode.__enter__()
 
@@ -395,6 +409,33 @@ class _Shim:
         finally:
             self._mode = None
             self.patcher.restore()
+
+    def _patch_unreachable_collectives(self):
+        """Collectives a function mode never sees are wrapped as module attributes instead
+        (calls through names imported before ``enforce`` then go unchecked)."""
+        c10d = dist.distributed_c10d
+        for func, (name, pos) in list(self.collectives.items()):
+            if _reaches_function_mode(func):
+                continue
+            shim = self
+
+            def wrapper(*args, __func=func, __name=name, __pos=pos, **kwargs):
+                if getattr(_tls, "suppress", 0):
+                    return __func(*args, **kwargs)
+                group = kwargs.get("group", args[__pos] if __pos is not None and __pos < len(args) else None)
+                _tls.suppress = getattr(_tls, "suppress", 0) + 1
+                try:
+                    return shim.run_collective(__name, __func, args, kwargs, group)
+                finally:
+                    _tls.suppress -= 1
+
+            wrapper.__wrapped__ = func
+            wrapper.__name__ = func.__name__
+            attr = func.__name__
+            if getattr(c10d, attr, None) is func:
+                self.patcher.set(c10d, attr, wrapper)
+            if getattr(dist, attr, None) is func:
+                self.patcher.set(dist, attr, wrapper)
 
     def _patch_symmetric_memory(self):
         try:
@@ -517,9 +558,12 @@ class _Shim:
                 v = self._divergence(name, pg, mirror, flags, args, kwargs)
                 if v is not None:
                     found.append(v)
+        # Recorded (and warned) before the call, so a collective that fails still leaves
+        # its verdict; in assert mode raised after it, so that peers never hang.
+        raise_after = [v for v in found if self.emit(v)]
         out = func(*args, **kwargs)
-        for v in found:
-            self.emit(v)
+        if raise_after:
+            raise GroupMismatchError(raise_after[0])
         return out
 
     def _verdict(self, name, tensor, rec, seg, pg):
@@ -608,19 +652,16 @@ class _Shim:
             details={"bound_ranks": bound, "unbound_ranks": unbound},
         )
 
-    def emit(self, v: Violation):
+    def emit(self, v: Violation) -> bool:
+        """Record ``v`` (once per distinct bug); True when it must be raised (assert mode)."""
         key = v.key()
-        if key in _SEEN:
-            if self.mode == "assert":
-                raise GroupMismatchError(v)
-            return
-        _SEEN.add(key)
-        VIOLATIONS.append(v)
-        self.violations.append(v)
-        if self.mode == "assert":
-            raise GroupMismatchError(v)
-        if self.mode == "warn":
-            warnings.warn(v.message, CommGroupRuntimeWarning, stacklevel=3)
+        if key not in _SEEN:
+            _SEEN.add(key)
+            VIOLATIONS.append(v)
+            self.violations.append(v)
+            if self.mode == "warn":
+                warnings.warn(v.message, CommGroupRuntimeWarning, stacklevel=4)
+        return self.mode == "assert"
 
 
 def _short(site) -> str:
