@@ -41,7 +41,7 @@ class UnusedSuppression(Rule):
     severity = Severity.WARNING
     VALID = [
         Valid(_IMPORTS + "def f():\n    return get_local_dp_buffer()  # commgroup-lint: ignore[CGL001]\n"),
-        Valid(_IMPORTS + "def f():\n    return get_local_dp_buffer(  # commgroup-lint: ignore[CGL001]\n        16,\n    )\n"),
+        Valid(_IMPORTS + "def f():\n    return get_local_dp_buffer(  # commgroup-lint: ignore[CGL001]\n        hidden_size=16,\n    )\n"),
         Valid("# commgroup-lint: ignore-file[CGL001]\n" + _IMPORTS + "def f():\n    return get_local_dp_buffer()\n"),
     ]
     INVALID = [
