@@ -1,0 +1,163 @@
+"""`check` options: --output-file, --statistics, --exit-zero, --quiet, the progress bar, empty runs."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from commgroup_lint import options
+from commgroup_lint.cli import main
+from commgroup_lint.discovery import discover
+from commgroup_lint.engine import Linter
+from commgroup_lint.profile import load_shipped
+
+BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef forward():\n    return get_local_dp_buffer()\n"
+MESSAGE = "`get_local_dp_buffer` is called without its group argument `group`"
+TEXT_REPORT = (
+    f"bad.py:5:12: CGL001 {MESSAGE}\n"
+    "   5 |     return get_local_dp_buffer()\n"
+    "                  ^^^^^^^^^^^^^^^^^^^^^\n"
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "good.py").write_text("x = 1  # commgroup-lint: ignore\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def check(*args: str):
+    return CliRunner().invoke(main, ["check", *args])
+
+
+def test_text_report(project: Path) -> None:
+    result = check("bad.py")
+    assert (result.exit_code, result.stdout) == (1, TEXT_REPORT + "Found 1 finding (1 file checked).\n")
+
+
+def test_quiet_drops_the_summary(project: Path) -> None:
+    result = check("-q", "bad.py")
+    assert (result.exit_code, result.stdout) == (1, TEXT_REPORT)
+    assert check("--quiet", "good.py", "--select", "CGL001").stdout == ""
+
+
+def test_exit_zero(project: Path) -> None:
+    result = check("--exit-zero", "bad.py")
+    assert (result.exit_code, result.stdout) == (0, TEXT_REPORT + "Found 1 finding (1 file checked).\n")
+    assert check("--exit-zero", "--format", "json", "bad.py").exit_code == 0
+
+
+def test_output_file_text_has_no_colour(project: Path) -> None:
+    result = check("--output-file", "out/report.txt", "bad.py")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert (project / "out" / "report.txt").read_text() == TEXT_REPORT + "Found 1 finding (1 file checked).\n"
+    assert [p.name for p in (project / "out").iterdir()] == ["report.txt"]  # no temporary file left
+
+
+def test_output_file_machine_formats_replace_the_file(project: Path) -> None:
+    target = project / "report.json"
+    target.write_text("old contents that are longer than the new ones " * 100)
+    result = check("--format", "json", "-o", "report.json", "bad.py")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert [f["code"] for f in json.loads(target.read_text())] == ["CGL001"]
+    check("--format", "sarif", "--output-file", "report.sarif", ".")
+    assert json.loads((project / "report.sarif").read_text())["version"] == "2.1.0"
+
+
+def test_output_file_that_cannot_be_written(project: Path) -> None:
+    (project / "blocker").write_text("a file, not a directory")
+    result = check("--output-file", "blocker/report.txt", "bad.py")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --output-file: cannot write 'blocker/report.txt': ")
+
+
+def test_statistics_text(project: Path) -> None:
+    (project / "more.py").write_text(BAD + "\n\ndef g():\n    return get_local_dp_buffer()\n")
+    result = check("--statistics", ".")
+    assert result.exit_code == 1
+    assert result.stdout == "3\tCGL001\tmissing-group\n1\tCGL101\tblanket-suppression\n"
+    assert check("--statistics", "--exit-zero", ".").exit_code == 0
+
+
+def test_statistics_json_and_file(project: Path) -> None:
+    result = check("--statistics", "--format", "json", "-o", "stats.json", ".")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert json.loads((project / "stats.json").read_text()) == [
+        {"code": "CGL001", "name": "missing-group", "count": 1, "fixable": False},
+        {"code": "CGL101", "name": "blanket-suppression", "count": 1, "fixable": False},
+    ]
+    assert check("--statistics", "--select", "CGL002", ".").stdout == ""
+
+
+def test_statistics_with_other_formats_is_an_error(project: Path) -> None:
+    result = check("--statistics", "--format", "sarif", ".")
+    assert (result.exit_code, result.stderr) == (2, "error: --statistics works with --format text or json\n")
+
+
+@pytest.mark.parametrize(("option", "value"), [("--select", "XYZ"), ("--extend-select", "CGL9"), ("--ignore", "E1")])
+def test_unknown_codes_in_options(project: Path, option: str, value: str) -> None:
+    result = check(option, value, ".")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {option}: unknown rule code '{value}' (known: CGL000, ")
+
+
+def test_extend_select_and_ignore_options(project: Path) -> None:
+    result = check("--select", "CGL001", "--extend-select", "CGL101", "--format", "json", ".")
+    assert [f["code"] for f in json.loads(result.stdout)] == ["CGL001", "CGL101"]
+    assert check("--ignore", "CGL001,CGL101", "-q", ".").stdout == ""
+
+
+def test_no_files_is_a_clean_exit(project: Path) -> None:
+    # pre-commit with --force-exclude can end up with every file it passed excluded.
+    result = check("--force-exclude", "--exclude", "*.py", "bad.py", "good.py")
+    assert (result.exit_code, result.stdout) == (0, "All clear: no findings (0 files checked).\n")
+    assert result.stderr == "warning: no Python files to check (all excluded, or none under the given paths)\n"
+    quiet = check("-q", "--force-exclude", "--exclude", "*.py", "bad.py")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+def test_missing_path(project: Path) -> None:
+    result = check("nope.py")
+    assert (result.exit_code, result.stderr) == (2, "error: path 'nope.py' does not exist; check the spelling or the current directory\n")
+
+
+# --- progress --------------------------------------------------------------------------------
+
+def test_progress_only_on_a_terminal_for_big_runs_without_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(options, "stderr_is_terminal", lambda: True)
+    assert options.wants_progress(options.PROGRESS_THRESHOLD + 1, quiet=False)
+    assert not options.wants_progress(options.PROGRESS_THRESHOLD, quiet=False)
+    assert not options.wants_progress(1000, quiet=True)
+    monkeypatch.setattr(options, "stderr_is_terminal", lambda: False)
+    assert not options.wants_progress(1000, quiet=False)
+    with options.progress_reporter(1000, quiet=False) as advance:
+        assert advance is None
+
+
+def test_progress_bar_draws_and_the_engine_calls_it_once_per_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(5):
+        (tmp_path / f"m{i}.py").write_text(BAD if i == 0 else "x = 1\n")
+    (tmp_path / "broken.py").write_bytes(b"\xff\xfe\x00")
+    monkeypatch.setattr(options, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(options, "PROGRESS_THRESHOLD", 3)
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=80)
+    calls = []
+    with options.progress_reporter(6, quiet=False, console=console) as advance:
+        assert advance is not None
+        result = Linter(load_shipped("sglang")).lint(discover([str(tmp_path)]), progress=lambda: (calls.append(1), advance()))
+    assert len(calls) == 6 == result.files_checked
+    assert "6/6" in buffer.getvalue()
+
+
+def test_no_progress_output_when_not_a_terminal(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(options, "PROGRESS_THRESHOLD", 0)
+    result = check("-q", "--exit-zero", ".")
+    assert result.stderr == ""
