@@ -186,10 +186,14 @@ def test_collective_names_reaching_a_function_mode_are_known(groups):
         "all_to_all_single": lambda: dist.all_to_all_single(out, inp, group=b),
         "broadcast": lambda: dist.broadcast(inp, 0, group=b),
     }
+    reaching = {f.__name__ for f in table if _shim._reaches_function_mode(f)}
     for label, call in calls.items():
         probe = _Probe(names)
         with probe:
             call()
+        if label not in reaching:  # e.g. torch 2.11's broadcast: checked as a module attribute
+            assert not probe.seen, label
+            continue
         assert probe.seen, f"{label} never reached a function mode"
         func, name, args, kwargs = probe.seen[0]
         assert func in table and _shim._reaches_function_mode(func), name

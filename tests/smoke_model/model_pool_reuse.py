@@ -53,7 +53,7 @@ class DeepseekV4MoE(torch.nn.Module):
         routing.fill_(1.0)
         expert_load = routing.sum(dim=0)
         get_moe_ep_group().all_reduce(expert_load)
-        scale = 1.0 / float(expert_load[0])
+        scale = expert_load[:1].reciprocal()  # stays on the device: no host sync
         del routing
         global_hidden = get_global_dp_buffer(get_tp_group())  # seeded: CGL005 (runtime: CGL005 on 2,4 ranks)
         dp_gather_partial(global_hidden, hidden_states)
