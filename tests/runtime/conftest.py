@@ -11,6 +11,9 @@ if TESTS_DIR not in sys.path:
 
 
 def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
     try:
         import torch
 
@@ -18,6 +21,6 @@ def pytest_collection_modifyitems(config, items):
     except ImportError:
         gpus = 0
     skip = pytest.mark.skip(reason="needs CUDA with >= 2 GPUs (run on the device machine)")
-    for item in items:
-        if "gpu" in item.keywords and gpus < 2:
+    for item in gpu_items:
+        if gpus < 2:
             item.add_marker(skip)
