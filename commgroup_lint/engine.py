@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.module import analyze_module
-from commgroup_lint.analysis.names import ImportTable, collect_imports, module_name_for
+from commgroup_lint.analysis.summaries import IndexedModule, SummaryIndex, index_module
 from commgroup_lint import suppressions
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.model import Finding, RuleSelection
-from commgroup_lint.parsing import ParseFailure, parse_cst, parse_python
+from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
 from commgroup_lint.rule import FileContext, Rule, all_rules
 from commgroup_lint.rules.cgl000_unreadable_file import UnreadableFile
@@ -48,10 +48,20 @@ class Linter:
         self.per_file_ignores = per_file_ignores  # (anchored glob, codes), see config.Config
         self.rules: list[Rule] = [r() for r in all_rules().rules if selection.enabled(r.code)]
         self._gate = _word_pattern(self._gate_words())
+        self._indexed: dict[str, IndexedModule] = {}
 
     def _gate_words(self) -> set[str]:
-        names = [*self.api.profile.allocators, *self.api.profile.contexts]
+        """Only code that names an allocator can hold a finding: allocation sites, and the
+        definitions of allocators (which allocate through a context or another allocator)."""
+        names = [*self.api.allocators.names(), *self.api.contexts.names()]
         return {name.partition("(")[0].rpartition(".")[2] for name in names}
+
+    def index(self, sources: list[SourceFile]) -> None:
+        """Summarise the scanned code's own helpers before any file is checked."""
+        index = SummaryIndex(self.api)
+        index.build((s.path, s.display, s.text) for s in sources)
+        self._indexed = index.modules
+        self._gate = _word_pattern(self._gate_words())
 
     def needs_analysis(self, text: str) -> bool:
         return self._gate.search(text) is not None
@@ -64,61 +74,57 @@ class Linter:
     def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None) -> LintResult:
         """Check `files`; `progress` (if given) is called once per file as it is done."""
         result = LintResult()
+        sources: list[SourceFile] = []
         for item in files:
             result.files_checked += 1
-            for outcome in self.lint_file(item, result.sources):
-                if isinstance(outcome, InternalError):
-                    result.internal_errors.append(outcome)
-                else:
-                    result.findings.append(outcome)
+            try:
+                sources.append(read_source(item.path, item.display))
+            except SourceError as err:
+                enabled = self.enabled_for(item.display)
+                result.findings += [f for f in self._unreadable(item.display, str(err)) if enabled(f.code)]
+                if progress is not None:
+                    progress()
+        self.index(sources)
+        for source in sources:
+            outcomes = list(self.lint_source(source))
+            result.internal_errors += [o for o in outcomes if isinstance(o, InternalError)]
+            findings = suppressions.apply(source.text, source.display, [o for o in outcomes if isinstance(o, Finding)],
+                                          self.enabled_for(source.display))
+            result.findings += findings
+            if findings:
+                result.sources[source.display] = source.text
             if progress is not None:
                 progress()
         result.findings.sort(key=lambda f: f.sort_key)
         return result
 
-    def lint_file(self, item: Discovered, sources: dict[str, str]) -> Iterator[Finding | InternalError]:
-        try:
-            source = read_source(item.path, item.display)
-        except SourceError as err:
-            enabled = self.enabled_for(item.display)
-            yield from (f for f in self._unreadable(item.display, str(err)) if enabled(f.code))
-            return
-        outcomes = list(self.lint_source(source))
-        findings = suppressions.apply(source.text, source.display, [o for o in outcomes if isinstance(o, Finding)],
-                                      self.enabled_for(source.display))
-        outcomes = [o for o in outcomes if isinstance(o, InternalError)] + findings
-        if any(isinstance(o, Finding) for o in outcomes):
-            sources[source.display] = source.text
-        yield from outcomes
-
     def lint_source(self, source: SourceFile) -> Iterator[Finding | InternalError]:
         if not self.needs_analysis(source.text):
             return
         try:
-            parsed = parse_cst(source.text, parse_python(source.text, source.display))
+            indexed = self._indexed.get(source.display) or index_module(source.path, source.display, source.text)
         except ParseFailure as failure:
             yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
             return
-        module_name, is_package = module_name_for(source.path)
-        imports = ImportTable(module_name, is_package, collect_imports(parsed.module.body))
         try:
-            functions = analyze_module(parsed.module, imports, self.api)
+            functions = analyze_module(indexed.module, indexed.imports, self.api)
         except RecursionError:
             yield from self._unreadable(source.display, "nested too deeply to analyse")
             return
         except Exception as err:  # noqa: BLE001 - reported, never shown as a traceback
             yield InternalError(source.display, "analysis", f"{type(err).__name__}: {err}")
             return
-        ctx = FileContext(source, parsed.module, imports, functions, self.api)
+        ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api)
         for rule in self.rules:
             try:
                 yield from list(rule.check(ctx))
             except Exception as err:  # noqa: BLE001
                 yield InternalError(source.display, rule.code, f"{type(err).__name__}: {err}")
 
-    def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> Iterator[Finding]:
+    def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> list[Finding]:
         if self.selection.enabled(UnreadableFile.code):
-            yield UnreadableFile.report(display, reason, line, column)
+            return [UnreadableFile.report(display, reason, line, column)]
+        return []
 
 
 def _word_pattern(words: Iterable[str]) -> re.Pattern[str]:

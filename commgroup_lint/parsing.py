@@ -1,8 +1,8 @@
 """Parsing a source file into the IR, with every failure turned into a readable reason.
 
-CPython's own parser runs first: it is fast, it gives the precise syntax error, and its
-tree bounds the nesting depth, so libcst (whose native parser can overflow the stack on
-deeply nested code) only sees files it can handle.
+CPython's parser is the fast path: it gives the precise syntax error, and its tree is
+lowered to the IR the analysis runs on. libcst parses only the files a fix edits, after a
+nesting check (its native parser can overflow the stack on deeply nested code).
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ class ParsedFile:
 
 def parse_python(text: str, display: str) -> ast.Module:
     try:
-        tree = ast.parse(text, filename=display)
+        return ast.parse(text, filename=display)
     except SyntaxError as err:
         raise ParseFailure(f"syntax error: {err.msg}", err.lineno or 1, (err.offset or 0) or 1) from None
     except (RecursionError, MemoryError):
         raise ParseFailure("nested too deeply for the Python parser") from None
     except ValueError as err:
         raise ParseFailure(f"cannot be parsed: {err}") from None
-    return tree
 
 
 def nesting_depth(tree: ast.AST) -> int:
@@ -53,9 +52,9 @@ def nesting_depth(tree: ast.AST) -> int:
     return deepest
 
 
-def parse_cst(text: str, tree: ast.Module) -> ParsedFile:
-    """The libcst tree and its IR, for text whose CPython `tree` is shallow enough."""
-    depth = nesting_depth(tree)
+def parse_cst(text: str, display: str) -> ParsedFile:
+    """The libcst tree and its IR (for fixes, which edit the CST)."""
+    depth = nesting_depth(parse_python(text, display))
     if depth > MAX_NESTING:
         raise ParseFailure(f"nested {depth} levels deep (more than {MAX_NESTING}); too deep to analyse")
     try:

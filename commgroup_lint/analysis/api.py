@@ -34,6 +34,7 @@ class _Table(Generic[T]):
         self._packages = packages
         self._exact = dict(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
+        self._hidden: set[str] = set()
 
     def tail_key(self, name: str) -> str | None:
         for package in self._packages:
@@ -43,17 +44,31 @@ class _Table(Generic[T]):
         return None
 
     def get(self, name: str) -> T | None:
+        if name in self._hidden:
+            return None
         found = self._exact.get(name)
         if found is None and (key := self.tail_key(name)):
-            found = self._by_tail.get(key)
+            found = None if key in self._hidden else self._by_tail.get(key)
         return found
+
+    def names(self) -> set[str]:
+        return set(self._exact)
 
     def override(self, entries: dict[str, T]) -> None:
         """Scanned definitions win over shipped entries of the same name."""
         for name, value in entries.items():
             self._exact[name] = value
+            self._hidden.discard(name)
             if key := self.tail_key(name):
                 self._by_tail[key] = value
+                self._hidden.discard(key)
+
+    def hide(self, name: str) -> None:
+        """A scanned definition says `name` is not what the profile thinks (an old signature)."""
+        self._exact.pop(name, None)
+        self._hidden.add(name)
+        if key := self.tail_key(name):
+            self._hidden.add(key)
 
 
 @dataclass

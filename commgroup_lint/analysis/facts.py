@@ -96,9 +96,12 @@ class FunctionFacts:
     qualname: str
     node: ir.FunctionDef | None
     class_name: str | None
+    callable_by_name: bool = False  # a module-level function, or a class's static or class method
     allocations: list[Allocation] = field(default_factory=list)
     consumptions: list[Consumption] = field(default_factory=list)
     returns: set[Fact] = field(default_factory=set)
     param_consumers: dict[int, frozenset[str]] = field(default_factory=dict)
     param_consumer_names: dict[int, str] = field(default_factory=dict)
     scatter_pairs: list[tuple[Allocation, Allocation]] = field(default_factory=list)
+    wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
+    passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters

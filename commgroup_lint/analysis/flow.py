@@ -244,9 +244,11 @@ class FunctionFlow:
         if isinstance(c.func, ir.Attr):
             receiver = self.eval(c.func.value)
             method = c.func.attr
-            if self.api.is_collective_method(method) and any(isinstance(f, (GroupFact, ParamFact)) for f in receiver):
-                self.consume_all(c, args, receiver, method)
-                return UNKNOWN_VALUE
+            if self.api.is_collective_method(method):
+                if any(isinstance(f, (GroupFact, ParamFact)) for f in receiver):
+                    self.consume_all(c, args, receiver, method)
+                    return UNKNOWN_VALUE
+                self.want_groups(receiver)
             if method in VIEW_METHODS:
                 result |= {f for f in receiver if isinstance(f, (BufferFact, ParamFact))}
             paths = [f"{f.path}.{method}" for f in receiver if isinstance(f, PathFact)]
@@ -279,6 +281,11 @@ class FunctionFlow:
         if api.local_copies.get(path):
             self.local_copy(c, args)
             return {UNKNOWN}
+        facts = {type(f) for value in args for f in value}
+        if BufferFact in facts:
+            self.facts.wanted.add(path)  # may consume the buffer: its summary would tell
+        if ParamFact in facts:
+            self.facts.passes_params_to.add(path)
         return {PathFact(f"{path}()")}
 
     # allocations and consumptions ---------------------------------------------------
@@ -308,6 +315,7 @@ class FunctionFlow:
                 groups, missing = None, allocator.group.param
             else:
                 groups = known_groups(value)
+                self.want_groups(value)
                 group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
         allocation = Allocation(
             kind, name, c, groups, group_params, missing, origin, self.facts.qualname,
@@ -341,8 +349,13 @@ class FunctionFlow:
             if value is not group_value:
                 self.consume(c, value, group_value, name)
 
+    def want_groups(self, value: Value) -> None:
+        """A group expression that did not resolve: a helper's summary may say which group it is."""
+        self.facts.wanted.update(f.path.removesuffix("()") for f in value if isinstance(f, PathFact))
+
     def consume(self, c: ir.Call, value: Value, group_value: Value, name: str) -> None:
         consumer = known_groups(group_value)
+        self.want_groups(group_value)
         display = name.rpartition(".")[2]
         for f in value:
             if isinstance(f, ParamFact) and consumer:

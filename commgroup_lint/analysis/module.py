@@ -19,18 +19,26 @@ def analyze_module(module: ir.Module, imports: ImportTable, api: Api) -> list[Fu
 
 
 def _analyze_body(
-    body: Sequence[ir.Stmt], prefix: str, class_name: str | None, seed: Env, imports: ImportTable, api: Api
+    body: Sequence[ir.Stmt], prefix: str, class_name: str | None, seed: Env, imports: ImportTable, api: Api,
+    top_level: bool = True,
 ) -> Iterator[FunctionFacts]:
     for fn in _definitions(body, ir.FunctionDef):
-        facts = FunctionFacts(f"{prefix}.{fn.name}", fn, class_name)
+        by_name = top_level and (class_name is None or _is_static_or_class_method(fn))
+        facts = FunctionFacts(f"{prefix}.{fn.name}", fn, class_name, by_name)
         FunctionFlow(api, imports, facts, fn.params, seed).run(fn.body)
         yield facts
-        yield from _analyze_body(fn.body, facts.qualname, None, {}, imports, api)
+        yield from _analyze_body(fn.body, facts.qualname, None, {}, imports, api, top_level=False)
     for cls in _definitions(body, ir.ClassDef):
-        yield from _analyze_class(cls, f"{prefix}.{cls.name}", imports, api)
+        yield from _analyze_class(cls, f"{prefix}.{cls.name}", imports, api, top_level)
 
 
-def _analyze_class(cls: ir.ClassDef, qualname: str, imports: ImportTable, api: Api) -> Iterator[FunctionFacts]:
+def _is_static_or_class_method(fn: ir.FunctionDef) -> bool:
+    return any(isinstance(d, ir.Name) and d.id in ("staticmethod", "classmethod") for d in fn.decorators)
+
+
+def _analyze_class(
+    cls: ir.ClassDef, qualname: str, imports: ImportTable, api: Api, top_level: bool
+) -> Iterator[FunctionFacts]:
     """Methods see the `self.x` attributes that `__init__` assigns (groups held on the object)."""
     seed: Env = {}
     for fn in _definitions(cls.body, ir.FunctionDef):
@@ -38,7 +46,7 @@ def _analyze_class(cls: ir.ClassDef, qualname: str, imports: ImportTable, api: A
             init = FunctionFlow(api, imports, FunctionFacts(f"{qualname}.__init__", fn, cls.name), fn.params)
             init.run(fn.body)
             seed = {k: v for k, v in init.env.items() if k.startswith("self.")}
-    yield from _analyze_body(cls.body, qualname, cls.name, seed, imports, api)
+    yield from _analyze_body(cls.body, qualname, cls.name, seed, imports, api, top_level)
 
 
 def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:

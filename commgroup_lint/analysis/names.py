@@ -3,26 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 from commgroup_lint.analysis import ir
 
 
 def module_name_for(path: Path) -> tuple[str, bool]:
-    """The dotted module name of a file, found by walking up through `__init__.py` packages.
+    """The dotted module name of a file, and whether it is a package's `__init__`.
 
-    Returns the name and whether the file is a package's `__init__`.
+    The package root is the highest ancestor holding an `__init__.py` that is reached
+    through directories named like identifiers, so namespace packages between a regular
+    package and the file (SGLang's `sglang/srt/` has no `__init__.py`) still count.
     """
     path = path.resolve()
     is_package = path.name == "__init__.py"
-    parts = [] if is_package else [path.stem]
-    directory = path.parent
-    while (directory / "__init__.py").is_file():
-        parts.append(directory.name)
-        if directory.parent == directory:
-            break
+    prefix = _package_prefix(path.parent)
+    parts = [*prefix] if is_package else [*prefix, path.stem]
+    return ".".join(parts) or path.stem, is_package
+
+
+@lru_cache(maxsize=8192)
+def _package_prefix(directory: Path) -> tuple[str, ...]:
+    chain: list[str] = []
+    best: tuple[str, ...] = ()
+    while directory.name.isidentifier() and directory.parent != directory:
+        chain.append(directory.name)
+        if (directory / "__init__.py").is_file():
+            best = tuple(reversed(chain))
         directory = directory.parent
-    return ".".join(reversed(parts)) or path.stem, is_package
+    return best
 
 
 class ImportTable:

@@ -1,0 +1,225 @@
+"""Summaries: what each function of the scanned code does with groups, derived from its body.
+
+Before the rules run, every function that can matter is indexed (CPython's parser, lowered
+to the same IR, run through the same dataflow) and summarised: the groups it returns, the
+group its returned memory is bound to (a hidden one, or the caller's through a parameter),
+and the groups each parameter is consumed on. Summaries compose: a function that passes a
+parameter to a summarised helper inherits the helper's summary, to a fixpoint (bounded, so
+recursion terminates). A definition in the scanned code overrides the profile's entry of the
+same name, so an old release is checked against its own helpers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.api import Allocator, Api
+from commgroup_lint.analysis.facts import BufferFact, FunctionFacts, GroupFact
+from commgroup_lint.analysis.flow import FunctionFlow, known_groups
+from commgroup_lint.analysis.lower_ast import lower_ast
+from commgroup_lint.analysis.module import analyze_module
+from commgroup_lint.analysis.names import ImportTable, collect_imports, module_name_for
+from commgroup_lint.parsing import ParseFailure, parse_python
+from commgroup_lint.profile import BufferParam, Collective, GroupParam
+
+MAX_ROUNDS = 4  # summaries of helpers calling helpers settle in a few rounds; recursion is cut here
+MAX_HOPS = 4  # how far indexing follows calls from the files that allocate
+
+
+@dataclass(frozen=True)
+class Summary:
+    returns_groups: frozenset[str] | None = None
+    allocator: Allocator | None = None
+    consumes: tuple[BufferParam, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.returns_groups is None and self.allocator is None and not self.consumes
+
+
+@dataclass(frozen=True)
+class IndexedModule:
+    display: str
+    imports: ImportTable
+    module: ir.Module
+
+
+def call_index(fn: ir.FunctionDef, class_name: str | None, position: int) -> int | None:
+    """Where the definition's parameter at `position` sits among a call's positional arguments."""
+    is_static = any(isinstance(d, ir.Name) and d.id == "staticmethod" for d in fn.decorators)
+    offset = 1 if class_name is not None and not is_static else 0
+    index = position - offset
+    star = next((i for i, p in enumerate(fn.params) if p.name.startswith("*")), len(fn.params))
+    return index if 0 <= index and position < star else None
+
+
+def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable) -> Summary:
+    fn = facts.node
+    if fn is None or not facts.callable_by_name:
+        return Summary()
+    returns = known_groups(frozenset(f for f in facts.returns)) if facts.returns else None
+    allocator = None
+    returned = [f.allocation for f in facts.returns if isinstance(f, BufferFact)]
+    if returned:
+        a = returned[0]
+        if a.groups is not None and not a.group_params:
+            origin = a.hidden_origin or f"{display}:{a.call.span.line}"
+            allocator = Allocator(None, a.groups, origin)
+        elif len(a.group_params) == 1:
+            position = next(iter(a.group_params))
+            param = fn.params[position]
+            index = call_index(fn, facts.class_name, position)
+            default = _default_groups(param, api, imports)
+            allocator = Allocator(GroupParam(param.name, index), default or frozenset(),
+                                  f"{display}:{fn.span.line}" if default else None)
+    consumes = tuple(
+        BufferParam(fn.params[i].name, index, groups)
+        for i, groups in sorted(facts.param_consumers.items())
+        if i < len(fn.params) and (index := call_index(fn, facts.class_name, i)) is not None
+    )
+    return Summary(returns, allocator, consumes)
+
+
+def _default_groups(param: ir.Param, api: Api, imports: ImportTable) -> frozenset[str] | None:
+    if param.default is None:
+        return None
+    flow = FunctionFlow(api, imports, FunctionFacts("<default>", None, None))
+    return known_groups(flow.eval(param.default))
+
+
+class SummaryIndex:
+    """Builds summaries over the scanned sources and installs them into an `Api`."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.summaries: dict[str, Summary] = {}
+        self.modules: dict[str, IndexedModule] = {}  # by display path: the IR, reused by the check
+        self._facts: list[FunctionFacts] = []
+        self._profile_allocators = set(api.profile.allocators)
+
+    def allocator_words(self) -> set[str]:
+        return {_final(n) for n in (*self.api.allocators.names(), *self.api.contexts.names())}
+
+    def build(self, sources: Iterable[tuple[Path, str, str]]) -> None:
+        """Index on demand: first the files that name an allocator (every finding and every
+        allocator definition is there), then the modules defining the helpers those files
+        call with a buffer or use as a group, and so on, a few hops deep.
+
+        `sources` are (path, display, text); files that do not parse are skipped here (the
+        check reports them when they matter).
+        """
+        pending = {display: (path, text) for path, display, text in sources}
+        by_module: dict[str, str] | None = None
+        words: set[str] = set()
+        for _ in range(MAX_HOPS):
+            new_words = self.allocator_words() - words
+            words |= new_words
+            chosen = _mentioning(pending, new_words) if new_words else set()
+            if self.summaries or self.modules:
+                if by_module is None:
+                    by_module = {module_name_for(path)[0]: display for display, (path, _) in pending.items()}
+                chosen |= {d for d in _defining(self._wanted(), by_module) if d in pending}
+            if not chosen:
+                break
+            for display in chosen:
+                path, text = pending.pop(display)
+                module = _index(path, display, text)
+                if module is not None:
+                    self.modules[display] = module
+            self._settle(list(self.modules.values()), rounds=1)  # enough to see what else is wanted
+        self._settle(list(self.modules.values()), rounds=MAX_ROUNDS)
+
+    def _wanted(self) -> set[str]:
+        """Helpers whose summaries could change a finding: those given a bound buffer or used
+        as a group, and, transitively, the helpers they pass their own parameters to."""
+        wanted = {name for facts in self._facts for name in facts.wanted}
+        passes = {facts.qualname: facts.passes_params_to for facts in self._facts if facts.passes_params_to}
+        frontier = set(wanted)
+        while frontier:
+            frontier = {callee for name in frontier for callee in passes.get(name, ())} - wanted
+            wanted |= frontier
+        return wanted
+
+    def _settle(self, modules: list[IndexedModule], rounds: int) -> None:
+        for _ in range(rounds):
+            found: dict[str, Summary] = {}
+            definitions: dict[str, ir.FunctionDef] = {}
+            self._facts = []
+            for m in modules:
+                for facts in analyze_module(m.module, m.imports, self.api):
+                    self._facts.append(facts)
+                    if facts.node is None:
+                        continue
+                    definitions[facts.qualname] = facts.node
+                    summary = summarise(facts, m.display, self.api, m.imports)
+                    if not summary.empty:
+                        found[facts.qualname] = summary
+            self._install(found, definitions)
+            if found == self.summaries:
+                return
+            self.summaries = found
+
+    def _install(self, found: dict[str, Summary], definitions: dict[str, ir.FunctionDef]) -> None:
+        for name, summary in found.items():
+            if summary.returns_groups:
+                self.api.getters.override({name: summary.returns_groups})
+            if summary.allocator:
+                self.api.allocators.override({name: summary.allocator})
+            if summary.consumes:
+                self.api.collectives.override({name: Collective(buffers=summary.consumes)})
+        # An old release defines a profile allocator without a group parameter: at most a
+        # hidden-group allocator (installed above), never a call that is missing its group.
+        for name, fn in definitions.items():
+            entry = self.api.allocators.get(name)
+            if entry is None or entry.group is None or name in found and found[name].allocator:
+                continue
+            if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(fn, entry.group.param):
+                self.api.allocators.hide(name)
+
+
+def _takes(fn: ir.FunctionDef, param: str) -> bool:
+    return any(p.name == param or p.name.startswith("*") for p in fn.params)
+
+
+def _final(name: str) -> str:
+    return name.partition("(")[0].rpartition(".")[2]
+
+
+def _mentioning(pending: dict[str, tuple[Path, str]], words: set[str]) -> set[str]:
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words), key=len, reverse=True)) + r")\b")
+    return {display for display, (_, text) in pending.items() if any(w in text for w in words) and pattern.search(text)}
+
+
+def _defining(names: set[str], by_module: dict[str, str]) -> set[str]:
+    """The files of the modules that define `names` (`pkg.mod.func`, `pkg.mod.Class.method`)."""
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            display = by_module.get(".".join(parts[:cut]))
+            if display is not None:
+                found.add(display)
+                break
+    return found
+
+
+def index_module(path: Path, display: str, text: str) -> IndexedModule:
+    """Parse with CPython's parser and lower to the IR; raises `ParseFailure`."""
+    tree = parse_python(text, display)
+    try:
+        module = lower_ast(tree, text)
+    except RecursionError:
+        raise ParseFailure("nested too deeply to analyse") from None
+    name, is_package = module_name_for(path)
+    return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module)
+
+
+def _index(path: Path, display: str, text: str) -> IndexedModule | None:
+    try:
+        return index_module(path, display, text)
+    except ParseFailure:
+        return None  # reported by the check, if the file can hold a finding
