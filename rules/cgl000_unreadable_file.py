@@ -8,10 +8,15 @@ nests too deeply for the parser, or cannot be read.
 A file that cannot be read is a file whose group bugs go unseen. The finding names the file
 and the reason; every other file is still checked, and the run exits 1 like any finding.
 
+Only files that can hold a finding (those naming an allocator) are parsed, so a syntax error
+elsewhere is left to your other tools; an undecodable or binary file is always reported.
+
 ## Example
 ```python
+from sglang.srt.layers.dp_attention import get_local_dp_buffer
+
 def forward(x:
-    return x
+    return get_local_dp_buffer(x)
 ```
 
 ## Fix
@@ -31,7 +36,10 @@ class UnreadableFile(Rule):
     name = "unreadable-file"
     summary = "A file could not be parsed, decoded or read, so it was not checked"
     VALID = [Valid("x = 1\n")]
-    INVALID = [Invalid("def forward(x:\n    return x\n", line=1)]
+    INVALID = [
+        Invalid("from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
+                "def forward(x:\n    return get_local_dp_buffer(x)\n", line=2),
+    ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
         """Nothing to do on a file that parsed: the engine reports the files that did not."""

@@ -58,7 +58,7 @@ class GroupMismatch(Rule):
         Invalid(_IMPORTS + "import torch\n"
                 "from sglang.srt.distributed.device_communicators.pynccl_allocator import use_symmetric_memory\n"
                 "def f(x):\n    with use_symmetric_memory(get_tp_group()):\n        out = torch.empty(4)\n"
-                "    get_attention_tp_group().all_reduce(out[:2])\n", line=7),
+                "    get_attention_tp_group().all_reduce(out[:2])\n", line=6),
     ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:

@@ -68,12 +68,20 @@ class ParamFact:
 
 
 @dataclass(frozen=True)
+class CondFact:
+    """A boolean held in a variable: the literals that hold when it is true, and when false."""
+
+    when_true: frozenset[Literal]
+    when_false: frozenset[Literal]
+
+
+@dataclass(frozen=True)
 class UnknownFact:
     pass
 
 
 UNKNOWN = UnknownFact()
-Fact = GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | UnknownFact
+Fact = GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | UnknownFact
 Value = frozenset[Fact]
 UNKNOWN_VALUE: Value = frozenset({UNKNOWN})
 

@@ -16,7 +16,7 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Allocator, Api
 from commgroup_lint.analysis.conditions import Branches, contradicts, holding, relation_key, render
 from commgroup_lint.analysis.facts import (
-    UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, Consumption, ContextFact, Fact, FunctionFacts,
+    UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CondFact, Consumption, ContextFact, Fact, FunctionFacts,
     GroupFact, ParamFact, PathCondition, PathFact, SizeFact, Value,
 )
 from commgroup_lint.analysis.names import ImportTable
@@ -170,8 +170,10 @@ class FunctionFlow:
 
     def bind(self, target: ir.Expr, value: Value, source: ir.Expr | None) -> None:
         if isinstance(target, ir.Name):
+            if isinstance(source, (ir.BoolOp, ir.Compare, ir.Not)):  # `use_x = a and not b`: remember a, not b
+                value = frozenset({CondFact(*self.literals(source))})
             self.env[target.id] = value
-        elif isinstance(target, ir.Attr) and isinstance(target.value, ir.Name) and target.value.id == "self":
+        elif _on_self(target):
             self.env[f"self.{target.attr}"] = value
         elif isinstance(target, ir.TupleExpr):
             if isinstance(source, ir.TupleExpr) and len(source.elts) == len(target.elts):
@@ -402,15 +404,24 @@ class FunctionFlow:
                 return frozenset({(key, holds)}), frozenset({(key, not holds)})
             return frozenset(), frozenset()
         key = self.operand(test)
-        if key is None:
-            return frozenset(), frozenset()
-        return frozenset({(key, True)}), frozenset({(key, False)})
+        when_true = frozenset({(key, True)}) if key else frozenset()
+        when_false = frozenset({(key, False)}) if key else frozenset()
+        held = self.env.get(test.id) if isinstance(test, ir.Name) else self.attribute(test) if _on_self(test) else None
+        if held:
+            for f in held:
+                if isinstance(f, CondFact):
+                    when_true, when_false = when_true | f.when_true, when_false | f.when_false
+        return when_true, when_false
 
     def operand(self, e: ir.Expr) -> str | None:
         sizes = {f.quantity for f in self.eval(e) if isinstance(f, SizeFact)}
         if len(sizes) == 1:
             return sizes.pop()
         return render(e)
+
+
+def _on_self(e: ir.Expr) -> bool:
+    return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == "self"
 
 
 def _splits_buffer(source: ir.Expr | None) -> bool:

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
-from commgroup_lint.analysis.facts import FunctionFacts
+from commgroup_lint.analysis.facts import CondFact, FunctionFacts, GroupFact, SizeFact
 from commgroup_lint.analysis.flow import Env, FunctionFlow
 from commgroup_lint.analysis.names import ImportTable
 
@@ -39,14 +39,19 @@ def _is_static_or_class_method(fn: ir.FunctionDef) -> bool:
 def _analyze_class(
     cls: ir.ClassDef, qualname: str, imports: ImportTable, api: Api, top_level: bool
 ) -> Iterator[FunctionFacts]:
-    """Methods see the `self.x` attributes that `__init__` assigns (groups held on the object)."""
+    """Methods see the groups and conditions that any method stores on `self` (a group chosen
+    in `__init__`, a flag computed in one method and read in another)."""
     seed: Env = {}
     for fn in _definitions(cls.body, ir.FunctionDef):
-        if fn.name == "__init__":
-            init = FunctionFlow(api, imports, FunctionFacts(f"{qualname}.__init__", fn, cls.name), fn.params)
-            init.run(fn.body)
-            seed = {k: v for k, v in init.env.items() if k.startswith("self.")}
+        flow = FunctionFlow(api, imports, FunctionFacts(f"{qualname}.{fn.name}", fn, cls.name), fn.params)
+        flow.run(fn.body)
+        for key, value in flow.env.items():
+            if key.startswith("self.") and all(isinstance(f, _SHAREABLE) for f in value):
+                seed[key] = seed[key] | value if key in seed else value
     yield from _analyze_body(cls.body, qualname, cls.name, seed, imports, api, top_level)
+
+
+_SHAREABLE = (GroupFact, SizeFact, CondFact)
 
 
 def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:
