@@ -42,13 +42,14 @@ class LintResult:
 
 class Linter:
     def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
-                 per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
+                 per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True) -> None:
         self.api = Api(profile)
         self.selection = selection
         self.per_file_ignores = per_file_ignores  # (anchored glob, codes), see config.Config
         self.rules: list[Rule] = [r() for r in all_rules().rules if selection.enabled(r.code)]
         self._gate = _word_pattern(self._gate_words())
         self._indexed: dict[str, IndexedModule] = {}
+        self.gate = gate  # False: parse and analyse every file, even those naming no allocator (robustness runs)
 
     def _gate_words(self) -> set[str]:
         """Only code that names an allocator can hold a finding: allocation sites, and the
@@ -64,7 +65,7 @@ class Linter:
         self._gate = _word_pattern(self._gate_words())
 
     def needs_analysis(self, text: str) -> bool:
-        return self._gate.search(text) is not None
+        return not self.gate or self._gate.search(text) is not None
 
     def enabled_for(self, display: str) -> Callable[[str], bool]:
         """Whether a code is reported in one file: selected, and not ignored there by per-file-ignores."""
