@@ -1,0 +1,77 @@
+"""Larger cases as files (TorchFix style): adding a fixture adds a test, no new test code.
+
+* `fixtures/static/<name>.py` is linted on its own; `<name>.txt` lists the expected findings,
+  one `LINE:COL CODE` per line (an empty file: no findings).
+* `fixtures/packages/<name>/` is linted as a directory (so imports between its modules resolve);
+  `expected.txt` lists `RELPATH:LINE:COL CODE` lines, RELPATH relative to that directory.
+
+Blank lines and lines starting with `#` in the expectation files are ignored. The comparison
+is exact (every finding of every code, in order).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, lint_paths
+
+STATIC = FIXTURES / "static"
+PACKAGES = FIXTURES / "packages"
+
+# Cases whose expected output is right but the analysis gets wrong today: fixture name -> reason.
+# Each is a real analysis bug; remove the entry when it is fixed (strict xfail says when).
+KNOWN_BUGS: dict[str, str] = {
+    "trap_tuple_assignment_rebinds_source": (
+        "tuple assignment binds each target before evaluating the next right-hand element, so in "
+        "`x, y = get_local_dp_buffer(g), x` the analysis thinks `y` is the new buffer (flow.py bind)"
+    ),
+    "trap_exclusive_ordering": (
+        "`a > b` / `a <= b` are not recognised as a condition and its negation "
+        "(conditions.relation_key only negates ==, is, in)"
+    ),
+}
+
+
+def _expected(path: Path) -> list[str]:
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _param(name: str, *values: object):
+    marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name])] if name in KNOWN_BUGS else []
+    return pytest.param(*values, id=name, marks=marks)
+
+
+STATIC_CASES = [_param(p.stem, p) for p in sorted(STATIC.glob("*.py"))]
+PACKAGE_CASES = [_param(d.name, d) for d in sorted(PACKAGES.iterdir()) if (d / "expected.txt").is_file()]
+
+
+@pytest.mark.parametrize("source", STATIC_CASES)
+def test_static_fixture(source: Path) -> None:
+    expected = _expected(source.with_suffix(".txt"))
+    found = [f"{f.start.line}:{f.start.column} {f.code}" for f in lint_paths(source)]
+    assert found == expected
+
+
+@pytest.mark.parametrize("root", PACKAGE_CASES)
+def test_package_fixture(root: Path) -> None:
+    expected = _expected(root / "expected.txt")
+    found = [
+        f"{Path(f.path).relative_to(root).as_posix()}:{f.start.line}:{f.start.column} {f.code}"
+        for f in lint_paths(root)
+    ]
+    assert found == expected
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    assert STATIC_CASES and PACKAGE_CASES
+    assert [p.name for p in STATIC.glob("*.py") if not p.with_suffix(".txt").is_file()] == []
+    assert [p.name for p in STATIC.glob("*.txt") if not p.with_suffix(".py").is_file()] == []
+    assert [d.name for d in PACKAGES.iterdir() if d.is_dir() and not (d / "expected.txt").is_file()] == []
+
+
+def test_known_bugs_name_existing_fixtures() -> None:
+    names = {p.stem for p in STATIC.glob("*.py")} | {d.name for d in PACKAGES.iterdir() if d.is_dir()}
+    assert set(KNOWN_BUGS) <= names
