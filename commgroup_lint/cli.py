@@ -18,9 +18,11 @@ from commgroup_lint import __version__
 from commgroup_lint.config import Config, ConfigError, find_config, load_config
 from commgroup_lint.discovery import PathNotFound, discover
 from commgroup_lint.docs import render_rule_doc
+from commgroup_lint.files import write_atomically
+from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.options import (
-    anchored_patterns, progress_reporter, resolve_selection, statistics, write_atomically,
+    anchored_patterns, progress_reporter, resolve_selection, statistics,
 )
 from commgroup_lint.profile import Profile, ProfileError, load_shipped, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
@@ -77,10 +79,13 @@ def main() -> None:
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of the findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (still 2 on errors).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no progress bar.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what remains.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
+@click.option("--diff", is_flag=True, help="Print a unified diff of what --fix would change; write nothing.")
 def check(paths: Sequence[str], output_format: str, select: str | None, extend_select: str | None,
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           config_path: str | None, profile_name: str | None, output_file: str | None, statistics: bool,
-          exit_zero: bool, quiet: bool) -> None:
+          exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool, diff: bool) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
@@ -99,11 +104,38 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
     if not files and not quiet:
         click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
-    linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores)
-    with progress_reporter(len(files), quiet) as advance:
-        result = linter.lint(files, progress=advance)
-    _report(result, output_format, quiet, output_file, statistics)
+    if fix and diff:
+        raise UserError("--fix and --diff cannot be combined: --diff shows what --fix would write")
+    def lint() -> tuple[Linter, LintResult]:
+        linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores)
+        with progress_reporter(len(files), quiet) as advance:
+            return linter, linter.lint(files, progress=advance)
+
+    linter, result = lint()
+    fixed = None
+    if fix or diff:
+        report = fix_result(linter, result, result.fixable, unsafe_fixes)
+        if diff:
+            _print_diff(report, quiet)
+            sys.exit(EXIT_ERROR if result.internal_errors else EXIT_FINDINGS if report.files else EXIT_CLEAN)
+        write(report)
+        for path, reason in report.failures:
+            click.echo(f"error: could not fix {path}: {reason}", err=True)
+        fixed = report.fixed
+        if report.files:
+            linter, result = lint()
+    _report(result, output_format, quiet, output_file, statistics, fixed)
     sys.exit(EXIT_CLEAN if exit_zero and not result.internal_errors else _exit_code(result))
+
+
+def _print_diff(report: FixReport, quiet: bool) -> None:
+    for fixed in report.files:
+        sys.stdout.write(unified_diff(fixed))
+    for path, reason in report.failures:
+        click.echo(f"error: could not fix {path}: {reason}", err=True)
+    if not quiet:
+        files = len(report.files)
+        click.echo(f"Would fix {report.fixed} finding{'s' if report.fixed != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
 
 
 def _load_config(paths: Sequence[str], config_path: str | None) -> Config:
@@ -128,7 +160,7 @@ def _load_profile(config: Config, profile_name: str | None) -> Profile:
 
 
 def _report(result: LintResult, output_format: str, quiet: bool, output_file: str | None = None,
-            show_statistics: bool = False) -> None:
+            show_statistics: bool = False, fixed: int | None = None) -> None:
     if show_statistics:
         document = statistics(result, output_format)
     elif output_format in MACHINE_FORMATS:
@@ -139,20 +171,20 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         console = Console(highlight=False)
         print_findings(console, result)
         if not quiet:
-            console.print(summary_line(result), highlight=False)
+            console.print(summary_line(result, fixed), highlight=False)
     else:
         if document is None:
             buffer = io.StringIO()
             console = Console(file=buffer, highlight=False, color_system=None, width=10_000)
             print_findings(console, result)
             if not quiet:
-                console.print(summary_line(result), highlight=False)
+                console.print(summary_line(result, fixed), highlight=False)
             document = buffer.getvalue()
         if output_file is None:
             sys.stdout.write(document)
         else:
             try:
-                write_atomically(Path(output_file), document)
+                write_atomically(Path(output_file), document.encode("utf-8"))
             except OSError as err:
                 raise UserError(f"--output-file: cannot write '{output_file}': {err.strerror or err}") from None
     for e in result.internal_errors:

@@ -60,10 +60,19 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = (), force_exclude: b
             raise PathNotFound(given)
         if root.is_dir():
             for item in _walk(root, given, exclude):
-                found.setdefault(item.path.resolve(), item)
+                found.setdefault(_identity(item.path), item)
         elif not (force_exclude and is_excluded(given, exclude)):
-            found.setdefault(root.resolve(), Discovered(root, given, True))
+            found.setdefault(_identity(root), Discovered(root, given, True))
     return sorted(found.values(), key=lambda d: d.display)
+
+
+def _identity(path: Path) -> Path:
+    """The file a path names, to drop duplicates; a symlink loop or a broken link keeps its own
+    name (reading it then reports the problem as CGL000)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: "Symlink loop" before Python 3.13
+        return Path(os.path.abspath(path))
 
 
 def _walk(root: Path, given: str, exclude: tuple[str, ...]) -> Iterator[Discovered]:

@@ -38,6 +38,7 @@ class LintResult:
     files_checked: int = 0
     internal_errors: list[InternalError] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # text of the files with findings, for code frames
+    fixable: dict[str, SourceFile] = field(default_factory=dict)  # the files with a fix to offer
 
 
 class Linter:
@@ -94,6 +95,8 @@ class Linter:
             result.findings += findings
             if findings:
                 result.sources[source.display] = source.text
+            if any(f.fix is not None for f in findings):
+                result.fixable[source.display] = source
             if progress is not None:
                 progress()
         result.findings.sort(key=lambda f: f.sort_key)
@@ -103,7 +106,9 @@ class Linter:
         if not self.needs_analysis(source.text):
             return
         try:
-            indexed = self._indexed.get(source.display) or index_module(source.path, source.display, source.text)
+            indexed = self._indexed.get(source.display)
+            if indexed is None or indexed.text != source.text:  # not indexed, or a fix changed it
+                indexed = index_module(source.path, source.display, source.text)
         except ParseFailure as failure:
             yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
             return

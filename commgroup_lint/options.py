@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,22 +64,6 @@ def _name(registry, code: str) -> str:  # noqa: ANN001
 def _fixable(registry, code: str) -> bool:  # noqa: ANN001
     rule = registry.by_code(code)
     return bool(rule and rule.fixable)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def stderr_is_terminal() -> bool:

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import tokenize
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 class SourceError(Exception):
@@ -28,6 +34,24 @@ class SourceFile:
     def encode(self, text: str) -> bytes:
         return text.encode(self.encoding)
 
+    @cached_property
+    def line_starts(self) -> list[int]:
+        """Where each line starts; only \\n, \\r\\n and \\r end a line, as in Python's tokenizer."""
+        return [0, *(m.end() for m in _LINE_END.finditer(self.text))]
+
+    def offset(self, line: int, column: int) -> int:
+        """Character offset of a 1-based line and a 0-based column."""
+        return self.line_starts[line - 1] + column
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """The 1-based line and 0-based column of a character offset."""
+        line = bisect_right(self.line_starts, offset) - 1
+        return line + 1, offset - self.line_starts[line]
+
+    @cached_property
+    def newline(self) -> str:
+        return "\r\n" if "\r\n" in self.text else "\n"
+
 
 def decode(raw: bytes) -> tuple[str, str]:
     """Decode source bytes; returns (text, encoding)."""
@@ -36,7 +60,9 @@ def decode(raw: bytes) -> tuple[str, str]:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as err:
-        raise SourceError(f"invalid coding line: {err.msg}") from None
+        if not str(err.msg).startswith("invalid or missing encoding declaration"):
+            raise SourceError(f"invalid coding line: {err.msg}") from None
+        encoding = "utf-8"  # no coding line and not UTF-8 in its first lines: say where below
     try:
         codecs.lookup(encoding)
         text = raw.decode(encoding)
@@ -53,6 +79,8 @@ def read_source(path: Path, display: str) -> SourceFile:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise SourceError("broken symbolic link (its target does not exist)") from None
         raise SourceError("file disappeared while the run was in progress") from None
     except IsADirectoryError:
         raise SourceError("is a directory, not a file") from None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
 
@@ -50,6 +51,7 @@ class MissingGroup(Rule):
     ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
+        planner = FixPlanner(ctx)
         for fn in ctx.functions:
             for allocation in fn.allocations:
                 if allocation.missing_param is None:
@@ -62,4 +64,7 @@ class MissingGroup(Rule):
                         f"; the buffer reaches `{first.collective}` on group {format_groups(first.groups)}"
                         f" at line {first.call.span.line}"
                     )
-                yield ctx.finding(type(self), allocation.call.span, message)
+                fix, choice = planner.fix(allocation, replace=False)
+                if fix is None:
+                    message += f" (no fix: {choice.origin})"
+                yield ctx.finding(type(self), allocation.call.span, message, fix)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.facts import Allocation, Consumption
+from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
 
@@ -67,8 +68,11 @@ class GroupMismatch(Rule):
             for c in fn.consumptions:
                 if c.binding and c.groups and not c.binding & c.groups:
                     mismatches.setdefault(id(c.allocation.call), []).append(c)
+        planner = FixPlanner(ctx)
         for found in mismatches.values():
-            yield ctx.finding(type(self), found[0].allocation.call.span, _message(found[0].allocation, found))
+            allocation = found[0].allocation
+            fix = planner.fix(allocation, replace=True)[0] if allocation.hidden_origin is None else None
+            yield ctx.finding(type(self), allocation.call.span, _message(allocation, found), fix)
 
 
 def _message(allocation: Allocation, found: list[Consumption]) -> str:

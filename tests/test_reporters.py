@@ -20,7 +20,11 @@ from commgroup_lint.rule import all_rules
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef forward():\n    return get_local_dp_buffer()\n"
-MESSAGE = "`get_local_dp_buffer` is called without its group argument `group`"
+MESSAGE = (
+    "`get_local_dp_buffer` is called without its group argument `group` (no fix: no collective consumes the"
+    " buffer in this function; no sibling call site shows the group; candidates: attn_cp, attn_tp, moe_dp,"
+    " moe_ep, moe_tp, tp)"
+)
 
 
 def validate_sarif(document: str) -> dict:

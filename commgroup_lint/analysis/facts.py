@@ -110,6 +110,6 @@ class FunctionFacts:
     returns: set[Fact] = field(default_factory=set)
     param_consumers: dict[int, frozenset[str]] = field(default_factory=dict)
     param_consumer_names: dict[int, str] = field(default_factory=dict)
-    scatter_pairs: list[tuple[Allocation, Allocation]] = field(default_factory=list)
+    scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters

@@ -381,10 +381,10 @@ class FunctionFlow:
         """`dp_scatter(local, global)`: remember the pair; a local copy is not a collective."""
         if len(args) < 2:
             return
+        sources = [f.allocation for f in args[1] if isinstance(f, BufferFact)] or [None]
         for dst in args[0]:
-            for src in args[1]:
-                if isinstance(dst, BufferFact) and isinstance(src, BufferFact):
-                    self.facts.scatter_pairs.append((dst.allocation, src.allocation))
+            if isinstance(dst, BufferFact):
+                self.facts.scatter_pairs.extend((dst.allocation, src) for src in sources)
 
     # conditions --------------------------------------------------------------------
     def literals(self, test: ir.Expr) -> Branches:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from commgroup_lint.analysis import ir
+
+MAX_NESTING = 200  # expression and statement levels; deeper files are reported (CGL000), not analysed
 
 _COMPARE_OPS: dict[type, str] = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
@@ -14,7 +17,9 @@ _COMPARE_OPS: dict[type, str] = {
 
 class _AstLowerer:
     def __init__(self, text: str) -> None:
-        self._lines = text.splitlines(keepends=True)
+        self._depth = 0
+        # only \n, \r\n and \r end a line for the tokenizer (not \f or \x1c as for str.splitlines)
+        self._lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
 
     # positions: ast columns count UTF-8 bytes, the IR counts characters
     def _col(self, line: int, byte_col: int) -> int:
@@ -35,8 +40,23 @@ class _AstLowerer:
             self._col(end_line, getattr(node, "end_col_offset", 0) or 0),
         )
 
+    # Nesting is counted while lowering (expressions and statements together) and a file
+    # deeper than MAX_NESTING is refused here: the dataflow recurses over the IR too, and a
+    # RecursionError there would stop the whole run, not just this file.
+    def _enter(self) -> None:
+        self._depth += 1
+        if self._depth > MAX_NESTING:
+            raise RecursionError(f"nested more than {MAX_NESTING} levels deep")
+
     # expressions
     def expr(self, node: ast.expr | None) -> ir.Expr:
+        self._enter()
+        try:
+            return self._expr(node)
+        finally:
+            self._depth -= 1
+
+    def _expr(self, node: ast.expr | None) -> ir.Expr:
         if node is None:
             return ir.Const(None)
         span = self.span(node)
@@ -77,6 +97,13 @@ class _AstLowerer:
         return tuple(self.stmt(s) for s in stmts)
 
     def stmt(self, node: ast.stmt) -> ir.Stmt:
+        self._enter()
+        try:
+            return self._stmt(node)
+        finally:
+            self._depth -= 1
+
+    def _stmt(self, node: ast.stmt) -> ir.Stmt:
         span = self.span(node)
         if isinstance(node, ast.Assign):
             return ir.Assign(tuple(self.expr(t) for t in node.targets), self.expr(node.value), span)

@@ -65,6 +65,10 @@ class ImportTable:
             return f"{base}.{expr.attr}" if base else None
         return None
 
+    def aliases(self) -> dict[str, str]:
+        """Local name -> qualified name, for every import of the module."""
+        return dict(self._aliases)
+
     def local_name_for(self, qualified: str) -> str | None:
         """The local name bound to `qualified`, if the module imports it (under any alias)."""
         for local, target in self._aliases.items():

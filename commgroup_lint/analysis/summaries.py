@@ -46,6 +46,7 @@ class IndexedModule:
     display: str
     imports: ImportTable
     module: ir.Module
+    text: str  # the text the IR was made from
 
 
 def call_index(fn: ir.FunctionDef, class_name: str | None, position: int) -> int | None:
@@ -215,7 +216,7 @@ def index_module(path: Path, display: str, text: str) -> IndexedModule:
     except RecursionError:
         raise ParseFailure("nested too deeply to analyse") from None
     name, is_package = module_name_for(path)
-    return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module)
+    return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module, text)
 
 
 def _index(path: Path, display: str, text: str) -> IndexedModule | None:

@@ -30,10 +30,13 @@ def print_findings(console: Console, result: LintResult) -> None:
             console.print(escape(frame), style="dim", highlight=False, soft_wrap=True)
 
 
-def summary_line(result: LintResult) -> str:
+def summary_line(result: LintResult, fixed: int | None = None) -> str:
+    """`Found 3 findings (12 files checked).`; after `--fix`: `Fixed 2 findings, 1 remaining ...`."""
     n = len(result.findings)
     files = result.files_checked
     checked = f"{files} file{'s' if files != 1 else ''} checked"
+    if fixed is not None:
+        return f"Fixed {fixed} finding{'s' if fixed != 1 else ''}, {n} remaining ({checked})."
     if n == 0:
         return f"All clear: no findings ({checked})."
     return f"Found {n} finding{'s' if n != 1 else ''} ({checked})."

@@ -1,0 +1,163 @@
+"""Choosing the group a fix passes, and the edits that pass it.
+
+The group must be known from the code, in this order: the collective that consumes the
+buffer later in the function; the paired operation (a scatter's local buffer mirrors the
+gather that produced what it scatters); the sibling call sites' convention. Otherwise no
+fix is offered and the finding says why. Fixes from the code's own dataflow are safe; one
+copied from siblings is safe only when every sibling agrees.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+from commgroup_lint.analysis.facts import Allocation, FunctionFacts
+from commgroup_lint.analysis.siblings import Convention, Site, convention, group_argument, siblings
+from commgroup_lint.edits import (
+    add_import, append_keyword, insert_argument, insert_statement_before, replace_span, span_text, statement_text,
+)
+from commgroup_lint.model import Applicability, Edit, Fix
+from commgroup_lint.rule import FileContext, format_groups
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The group a fix passes and where it was learnt; `group` is None when there is none."""
+
+    group: str | None
+    origin: str  # for the description, or the reason no fix is offered
+    safe: bool = True
+    convention: Convention | None = None  # the siblings' convention, when copied from them
+
+    @property
+    def found(self) -> bool:
+        return self.group is not None or self.convention is not None
+
+
+class FixPlanner:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    @cached_property
+    def _sites(self) -> dict[int, Site]:
+        return {id(a.call): Site(a, fn) for fn in self.ctx.functions for a in fn.allocations}
+
+    def site(self, allocation: Allocation) -> Site:
+        return self._sites[id(allocation.call)]
+
+    # where the group comes from -------------------------------------------------------
+    def choose(self, allocation: Allocation, use_siblings: bool = True, consumer_only: bool = False) -> Choice:
+        site = self.site(allocation)
+        consumed = [c for c in site.function.consumptions if c.allocation.call is allocation.call and c.groups]
+        reasons = []
+        if consumed:
+            common = frozenset.intersection(*(c.groups for c in consumed))
+            first = consumed[0]
+            if len(common) == 1:
+                return Choice(next(iter(common)), f"the group of `{first.collective}` at line {first.call.span.line}")
+            reasons.append(f"its consumers run on {format_groups(frozenset().union(*(c.groups for c in consumed)))}")
+        if consumer_only:
+            return Choice(None, "; ".join(reasons) or "no collective consumes the buffer in this function")
+        paired = self._paired(site.function, allocation)
+        if paired is not None:
+            return paired
+        if use_siblings:
+            chosen = self._from_siblings(site)
+            if chosen.found:
+                return chosen
+            reasons.append(chosen.origin)
+        if not consumed:
+            reasons.insert(0, "no collective consumes the buffer in this function")
+        return Choice(None, "; ".join(reasons) + f"; candidates: {', '.join(sorted(self.candidates()))}")
+
+    def candidates(self) -> frozenset[str]:
+        """The groups this file works with (else every group the profile knows)."""
+        used = frozenset(g for fn in self.ctx.functions for c in fn.consumptions for g in c.groups)
+        used |= frozenset(g for fn in self.ctx.functions for a in fn.allocations for g in (a.groups or ()))
+        return used or frozenset(self.ctx.api.profile.groups)
+
+    def _paired(self, fn: FunctionFacts, allocation: Allocation) -> Choice | None:
+        """A scattered-into buffer takes the group of the gather before it in the function: of the
+        buffer it copies from when that is known, else of the buffers gathered earlier."""
+        sources = [src for dst, src in fn.scatter_pairs if dst.call is allocation.call]
+        if not sources:
+            return None
+        known = [src for src in sources if src is not None and src.call is not allocation.call]
+        earlier = known or [a for a in fn.allocations if a.call.span.line < allocation.call.span.line]
+        groups = {g for src in earlier if (g := self._gathered_group(src)) is not None}
+        if len(groups) != 1:
+            return None
+        lines = ", ".join(str(src.call.span.line) for src in earlier)
+        return Choice(groups.pop(), f"the group of the gathered buffer it scatters (line {lines})")
+
+    def _gathered_group(self, allocation: Allocation) -> str | None:
+        if allocation.groups and len(allocation.groups) == 1:
+            return next(iter(allocation.groups))
+        return self.choose(allocation, use_siblings=False, consumer_only=True).group
+
+    def _from_siblings(self, site: Site) -> Choice:
+        found = [c for s in siblings(site, self.ctx.functions) if (c := convention(s, self.ctx.api, self.ctx.imports))]
+        if not found:
+            return Choice(None, "no sibling call site shows the group")
+        counts = Counter(c.key for c in found)
+        (key, n), *rest = counts.most_common()
+        if rest and rest[0][1] == n:
+            return Choice(None, "its sibling call sites disagree on the group")
+        chosen = next(c for c in found if c.key == key)
+        group = key if chosen.kind == "fixed" else None
+        where = f"the convention of {n} of {len(found)} sibling call site{'s' if len(found) > 1 else ''}"
+        return Choice(group, where, safe=not rest, convention=chosen)
+
+    # the edits --------------------------------------------------------------------------
+    def fix(self, allocation: Allocation, replace: bool) -> tuple[Fix | None, Choice]:
+        """A fix passing the chosen group: added (`replace=False`), or replacing the group passed
+        now with the consumer's (`replace=True`, for a mismatch)."""
+        choice = self.choose(allocation, consumer_only=replace)
+        if not choice.found:
+            return None, choice
+        source = self.ctx.source
+        edits: list[Edit] = []
+        conv = choice.convention
+        if conv is not None and conv.kind == "selection" and conv.statement is not None:
+            sibling_source = statement_text(source, conv.statement)
+            edits.append(insert_statement_before(source, allocation.statement.line, sibling_source))
+            expression = conv.variable or ""
+        elif conv is not None:
+            expression = span_text(source, conv.argument.span)
+        else:
+            assert choice.group is not None
+            spelled = self.spell(choice.group)
+            if spelled is None:
+                return None, Choice(None, f"the profile names no getter for group {choice.group}")
+            expression, import_edit = spelled
+            edits += [import_edit] if import_edit else []
+        edits.append(self._argument_edit(allocation, expression, replace, conv))
+        applicability = Applicability.SAFE if choice.safe else Applicability.UNSAFE
+        return Fix(tuple(sorted(edits, key=lambda e: e.start)), applicability, f"Pass `{expression}`: {choice.origin}"), choice
+
+    def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit:
+        source = self.ctx.source
+        current = group_argument(allocation, self.ctx.api)
+        if replace and current is not None:
+            return replace_span(source, current[0].span, expression)
+        if conv is not None and conv.keyword:
+            return append_keyword(source, allocation.call, conv.keyword, expression)
+        return insert_argument(source, allocation.call, expression)
+
+    def spell(self, group: str) -> tuple[str, Edit | None] | None:
+        """How this file names `group`: an imported getter, else the profile's getter (imported)."""
+        api, imports = self.ctx.api, self.ctx.imports
+        for local, qualified in imports.aliases().items():
+            if api.getters.get(qualified) == frozenset({group}):
+                return f"{local}()", None
+        info = api.profile.groups.get(group)
+        if info is None or not info.getter:
+            return None
+        if not info.import_from:
+            return f"{info.getter}()", None
+        module_alias = imports.local_name_for(info.import_from)
+        if module_alias:
+            return f"{module_alias}.{info.getter}()", None
+        return f"{info.getter}()", add_import(self.ctx.source, self.ctx.module, info.import_from, info.getter)
