@@ -19,6 +19,17 @@ from pathlib import Path
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
+def line_starts(text: str) -> list[int]:
+    """Where each line starts; only \\n, \\r\\n and \\r end a line, as in Python's tokenizer."""
+    return [0, *(m.end() for m in _LINE_END.finditer(text))]
+
+
+def position(starts: list[int], offset: int) -> tuple[int, int]:
+    """The 1-based line and 0-based column of a character offset."""
+    line = bisect_right(starts, offset) - 1
+    return line + 1, offset - starts[line]
+
+
 class SourceError(Exception):
     """A file cannot be checked; the message says why (reported as CGL000)."""
 
@@ -36,17 +47,14 @@ class SourceFile:
 
     @cached_property
     def line_starts(self) -> list[int]:
-        """Where each line starts; only \\n, \\r\\n and \\r end a line, as in Python's tokenizer."""
-        return [0, *(m.end() for m in _LINE_END.finditer(self.text))]
+        return line_starts(self.text)
 
     def offset(self, line: int, column: int) -> int:
         """Character offset of a 1-based line and a 0-based column."""
         return self.line_starts[line - 1] + column
 
     def position(self, offset: int) -> tuple[int, int]:
-        """The 1-based line and 0-based column of a character offset."""
-        line = bisect_right(self.line_starts, offset) - 1
-        return line + 1, offset - self.line_starts[line]
+        return position(self.line_starts, offset)
 
     @cached_property
     def newline(self) -> str:

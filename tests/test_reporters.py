@@ -233,8 +233,27 @@ def test_json_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run_check(tmp_path, monkeypatch, "json", {"a.py": BAD})
     assert json.loads(result.stdout) == [{
         "code": "CGL001", "path": "a.py", "line": 5, "column": 12, "end_line": 5, "end_column": 33,
-        "message": MESSAGE, "severity": "error", "fix_available": False,
+        "message": MESSAGE, "severity": "error", "fix_available": False, "fix": None,
     }]
+
+
+FIXABLE = (
+    "from sglang.srt.distributed import get_tp_group\n"
+    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
+    "def f(x, fb):\n"
+    "    g = get_global_dp_buffer()\n"
+    "    dp_gather_partial(g, x, fb)\n"
+)
+
+
+def test_json_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run_check(tmp_path, monkeypatch, "json", {"a.py": FIXABLE})
+    [finding] = json.loads(result.stdout)
+    assert (finding["fix_available"], finding["fix"]) == (True, {
+        "applicability": "safe",
+        "message": "Pass `get_tp_group()`: the group of `dp_gather_partial` at line 5",
+        "edits": [{"line": 4, "column": 30, "end_line": 4, "end_column": 30, "content": "get_tp_group()"}],
+    })
 
 
 @pytest.mark.parametrize("fmt", sorted(MACHINE_FORMATS))
