@@ -70,6 +70,7 @@ class Profile:
     collective_methods: frozenset[str] = frozenset()
     collectives: dict[str, Collective] = field(default_factory=dict)
     local_copies: frozenset[str] = frozenset()
+    tensor_factories: frozenset[str] = frozenset()  # by final name: `torch.empty` or a method `new_empty`
 
     def merged(self, other: "Profile") -> "Profile":
         """This profile extended (and overridden, entry by entry) by `other`."""
@@ -86,6 +87,7 @@ class Profile:
             collective_methods=self.collective_methods | other.collective_methods,
             collectives={**self.collectives, **other.collectives},
             local_copies=self.local_copies | other.local_copies,
+            tensor_factories=self.tensor_factories | other.tensor_factories,
         )
 
 
@@ -104,7 +106,7 @@ def load_shipped(name: str) -> Profile:
 
 _TOP_KEYS = {
     "profile", "groups", "getters", "group_attributes", "sizes", "single_rank", "allocators",
-    "contexts", "collective_methods", "collectives", "local_copies",
+    "contexts", "collective_methods", "collectives", "local_copies", "tensor_factories",
 }
 
 
@@ -128,6 +130,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         collective_methods=frozenset(reader.strings(reader.table(data, "collective_methods"), "names", "collective_methods")),
         collectives={k: reader.collective(v, f"collectives.{k}") for k, v in reader.table(data, "collectives").items()},
         local_copies=frozenset(reader.strings(reader.table(data, "local_copies"), "names", "local_copies")),
+        tensor_factories=frozenset(reader.strings(reader.table(data, "tensor_factories"), "names", "tensor_factories")),
     )
 
 

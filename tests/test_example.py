@@ -12,14 +12,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 EXE = shutil.which("commgroup-lint", path=str(Path(sys.executable).parent)) or shutil.which("commgroup-lint")
 
-# One instance of each bug the example holds. When CGL003 (hidden default group) and CGL004
-# (inconsistent selection) land, add: CGL003 on legacy_buffers.py's `def get_scratch_buffer` line,
-# and CGL004 at layer_communicator.py:34 (`get_local_dp_buffer(get_tp_group())` in
-# `scatter_moe_output`, which its siblings select by the size relation).
+# One instance of each bug the example holds (CGL001 twice: both DeepSeek-V4 buffers miss it).
 EXPECTED = [
     ("examples/dp_attention/deepseek_v4_forward.py", 23, 50, "CGL001"),
     ("examples/dp_attention/deepseek_v4_forward.py", 27, 51, "CGL001"),
+    ("examples/dp_attention/layer_communicator.py", 34, 25, "CGL004"),
     ("examples/dp_attention/layer_communicator.py", 39, 20, "CGL002"),
+    ("examples/dp_attention/legacy_buffers.py", 8, 1, "CGL003"),
 ]
 
 

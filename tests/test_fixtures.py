@@ -22,16 +22,7 @@ PACKAGES = FIXTURES / "packages"
 
 # Cases whose expected output is right but the analysis gets wrong today: fixture name -> reason.
 # Each is a real analysis bug; remove the entry when it is fixed (strict xfail says when).
-KNOWN_BUGS: dict[str, str] = {
-    "trap_tuple_assignment_rebinds_source": (
-        "tuple assignment binds each target before evaluating the next right-hand element, so in "
-        "`x, y = get_local_dp_buffer(g), x` the analysis thinks `y` is the new buffer (flow.py bind)"
-    ),
-    "trap_exclusive_ordering": (
-        "`a > b` / `a <= b` are not recognised as a condition and its negation "
-        "(conditions.relation_key only negates ==, is, in)"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def _expected(path: Path) -> list[str]:

@@ -19,7 +19,7 @@ BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef f
 GOOD = (
     "from sglang.srt.distributed import get_tp_group\n"
     "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\n"
-    "def forward():\n    return get_local_dp_buffer(get_tp_group())\n"
+    "def forward():\n    out = get_local_dp_buffer(get_tp_group())\n    get_tp_group().all_reduce(out)\n    return out\n"
 )
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false",
        "-c", "init.defaultBranch=main"]

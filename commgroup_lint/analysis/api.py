@@ -95,6 +95,10 @@ class Api:
         self.contexts = _Table(p.contexts, p.packages)
         self.collectives = _Table(p.collectives, p.packages)
         self.local_copies = _Table({name: True for name in p.local_copies}, p.packages)
+        self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
+
+    def is_tensor_factory(self, name: str) -> bool:
+        return name.rpartition(".")[2] in self._factory_names
 
     def is_collective_method(self, name: str) -> bool:
         return name in self.profile.collective_methods

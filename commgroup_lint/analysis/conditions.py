@@ -5,28 +5,35 @@ from __future__ import annotations
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.facts import Literal, PathCondition
 
-_NEGATED_OPS = {"!=": "==", "is not": "is", "not in": "in"}
-_MIRRORED_OPS = {"<": ">", "<=": ">="}
+# Each relation as (canonical operator, operands swapped, negated): everything is written with
+# `==`, `is`, `in` or `<`, so a condition and its negation share one key.
+_CANONICAL = {
+    "==": ("==", False, False), "!=": ("==", False, True),
+    "is": ("is", False, False), "is not": ("is", False, True),
+    "in": ("in", False, False), "not in": ("in", False, True),
+    "<": ("<", False, False), ">=": ("<", False, True),
+    ">": ("<", True, False), "<=": ("<", True, True),
+}
 
 
 def relation_key(left: str, op: str, right: str) -> tuple[str, bool]:
     """A canonical text for `left op right` and whether the relation holds as written.
 
-    `a != b` is the negation of `a == b`; symmetric relations sort their operands, so
-    `attn_dp_size == tp_size` and `tp_size == attn_dp_size` are the same condition.
+    `a != b` is the negation of `a == b`, `a >= b` of `a < b`, `a <= b` of `b < a`; symmetric
+    relations sort their operands, so `attn_dp_size == tp_size` and `tp_size == attn_dp_size`
+    are the same condition.
     """
-    holds = op not in _NEGATED_OPS
-    op = _NEGATED_OPS.get(op, op)
-    if op in _MIRRORED_OPS:
-        left, right, op = right, left, _MIRRORED_OPS[op]
+    op, swapped, negated = _CANONICAL[op]
+    if swapped:
+        left, right = right, left
     if op in ("==", "is") and right < left:
         left, right = right, left
-    return f"{left} {op} {right}", holds
+    return f"{left} {op} {right}", not negated
 
 
 def parse_relation(text: str) -> str | None:
     """The canonical key of a relation written in a profile, e.g. `tp_size == attn_dp_size`."""
-    for op in ("!=", "==", "<=", ">=", "<", ">"):
+    for op in ("!=", "==", "<=", ">=", "<", ">"):  # two-character operators first
         left, found, right = text.partition(f" {op} ")
         if found:
             key, holds = relation_key(left.strip(), op, right.strip())

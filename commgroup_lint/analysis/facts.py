@@ -113,3 +113,5 @@ class FunctionFacts:
     scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
+    passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call
+    factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in

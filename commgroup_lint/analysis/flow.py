@@ -177,8 +177,9 @@ class FunctionFlow:
             self.env[f"self.{target.attr}"] = value
         elif isinstance(target, ir.TupleExpr):
             if isinstance(source, ir.TupleExpr) and len(source.elts) == len(target.elts):
-                for t, e in zip(target.elts, source.elts):
-                    self.bind(t, self.eval(e), e)
+                values = [self.eval(e) for e in source.elts]  # every right-hand side before any binding
+                for t, v, e in zip(target.elts, values, source.elts):
+                    self.bind(t, v, e)
                 return
             split = _splits_buffer(source)
             for t in target.elts:
@@ -242,6 +243,7 @@ class FunctionFlow:
 
     def call(self, c: ir.Call) -> Value:
         args = [self.eval(a.value) for a in c.args]
+        self.facts.passed_on.update(id(f.allocation.call) for value in args for f in value if isinstance(f, BufferFact))
         result: set[Fact] = set()
         if isinstance(c.func, ir.Attr):
             receiver = self.eval(c.func.value)
@@ -262,6 +264,8 @@ class FunctionFlow:
             result.add(UNKNOWN)
         if self.contexts and not any(isinstance(f, (GroupFact, SizeFact, ContextFact)) for f in result):
             result |= {BufferFact(ctx) for ctx in self.contexts}
+            if isinstance(c.func, (ir.Name, ir.Attr)) and self.api.is_tensor_factory(render(c.func) or ""):
+                self.facts.factory_made.update(id(ctx.call) for ctx in self.contexts)
         return frozenset(result)
 
     def call_path(self, path: str, c: ir.Call, args: list[Value]) -> set[Fact]:

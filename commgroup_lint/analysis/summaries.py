@@ -12,7 +12,7 @@ same name, so an old release is checked against its own helpers.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from commgroup_lint.analysis.flow import FunctionFlow, known_groups
 from commgroup_lint.analysis.lower_ast import lower_ast
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.names import ImportTable, collect_imports, module_name_for
+from commgroup_lint.analysis.recording import Lookups, Recorder
 from commgroup_lint.parsing import ParseFailure, parse_python
 from commgroup_lint.profile import BufferParam, Collective, GroupParam
 
@@ -49,6 +50,34 @@ class IndexedModule:
     text: str  # the text the IR was made from
 
 
+@dataclass(frozen=True)
+class FunctionEntry:
+    """What the index keeps of one function's facts (small, cached between runs)."""
+
+    qualname: str
+    params: tuple[str, ...] | None  # None: the module's top level (no definition)
+    summary: Summary
+    wanted: frozenset[str]
+    passes_params_to: frozenset[str]
+
+
+@dataclass
+class ModuleAnalysis:
+    """One module's dataflow under the `Api` answers in `lookups`; valid while they hold."""
+
+    entries: tuple[FunctionEntry, ...]
+    lookups: Lookups
+    facts: list[FunctionFacts] | None = None  # kept within a run, for the check; not cached
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    path: Path
+    display: str
+    text: str
+    digest: bytes = b""  # content hash, for the cache
+
+
 def call_index(fn: ir.FunctionDef, class_name: str | None, position: int) -> int | None:
     """Where the definition's parameter at `position` sits among a call's positional arguments."""
     is_static = any(isinstance(d, ir.Name) and d.id == "staticmethod" for d in fn.decorators)
@@ -64,7 +93,9 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         return Summary()
     returns = known_groups(frozenset(f for f in facts.returns)) if facts.returns else None
     allocator = None
-    returned = [f.allocation for f in facts.returns if isinstance(f, BufferFact)]
+    # sorted by position: `returns` is a set of facts hashed by identity, so its order varies
+    returned = sorted((f.allocation for f in facts.returns if isinstance(f, BufferFact)),
+                      key=lambda a: (a.call.span.line, a.call.span.col, a.name))
     if returned:
         a = returned[0]
         if a.groups is not None and not a.group_params:
@@ -93,78 +124,146 @@ def _default_groups(param: ir.Param, api: Api, imports: ImportTable) -> frozense
 
 
 class SummaryIndex:
-    """Builds summaries over the scanned sources and installs them into an `Api`."""
+    """Builds summaries over the scanned sources and installs them into an `Api`.
 
-    def __init__(self, api: Api) -> None:
+    Each round of the fixpoint re-analyses only the modules whose recorded `Api` lookups
+    changed answer (their callees' summaries changed); the others' results are reused, so
+    a round costs what changed, and the result is the same as re-analysing everything.
+    `memo` (from the cache) offers analyses of earlier runs, reused under the same rule.
+    """
+
+    def __init__(self, api: Api, recorder: Recorder | None = None,
+                 memo: Callable[[ModuleSource], ModuleAnalysis | None] | None = None) -> None:
         self.api = api
+        self.recorder = recorder or Recorder(api)
+        self.memo = memo
         self.summaries: dict[str, Summary] = {}
-        self.modules: dict[str, IndexedModule] = {}  # by display path: the IR, reused by the check
-        self._facts: list[FunctionFacts] = []
+        self.modules: dict[str, IndexedModule | None] = {}  # by display path; None: IR not built (cached analysis)
+        self.sources: dict[str, ModuleSource] = {}
+        self.analyses: dict[str, ModuleAnalysis] = {}
+        self.parse_failed: set[str] = set()
         self._profile_allocators = set(api.profile.allocators)
 
     def allocator_words(self) -> set[str]:
         return {_final(n) for n in (*self.api.allocators.names(), *self.api.contexts.names())}
 
-    def build(self, sources: Iterable[tuple[Path, str, str]]) -> None:
+    def build(self, sources: Iterable[tuple[Path, str, str]] | Iterable[ModuleSource],
+              mentions: "Callable[[Iterable[str], set[str]], set[str]] | None" = None) -> None:
         """Index on demand: first the files that name an allocator (every finding and every
         allocator definition is there), then the modules defining the helpers those files
         call with a buffer or use as a group, and so on, a few hops deep.
 
-        `sources` are (path, display, text); files that do not parse are skipped here (the
-        check reports them when they matter).
+        `sources` are (path, display, text) or `ModuleSource`s; files that do not parse are
+        skipped here (the check reports them when they matter). `mentions(displays, words)`
+        answers which of the files name one of `words` (see `engine.Mentions`).
         """
-        pending = {display: (path, text) for path, display, text in sources}
+        pending: dict[str, ModuleSource] = {}
+        for s in sources:
+            source = s if isinstance(s, ModuleSource) else ModuleSource(*s)
+            pending[source.display] = source
+        if mentions is None:
+            texts = {d: s.text for d, s in pending.items()}
+            mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         by_module: dict[str, str] | None = None
         words: set[str] = set()
         for _ in range(MAX_HOPS):
             new_words = self.allocator_words() - words
             words |= new_words
-            chosen = _mentioning(pending, new_words) if new_words else set()
+            chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if by_module is None:
-                    by_module = {module_name_for(path)[0]: display for display, (path, _) in pending.items()}
+                    by_module = {module_name_for(s.path)[0]: display for display, s in pending.items()}
                 chosen |= {d for d in _defining(self._wanted(), by_module) if d in pending}
             if not chosen:
                 break
-            for display in chosen:
-                path, text = pending.pop(display)
-                module = _index(path, display, text)
-                if module is not None:
-                    self.modules[display] = module
-            self._settle(list(self.modules.values()), rounds=1)  # enough to see what else is wanted
-        self._settle(list(self.modules.values()), rounds=MAX_ROUNDS)
+            for display in sorted(chosen):  # sorted: the order decides between duplicate definitions
+                self._add(pending.pop(display))
+            self._settle(rounds=1)  # enough to see what else is wanted
+        self._settle(rounds=MAX_ROUNDS)
+
+    def _add(self, source: ModuleSource) -> None:
+        cached = self.memo(source) if self.memo is not None else None
+        if cached is not None:
+            if not cached.entries and not cached.lookups:  # the cache says it does not parse
+                self.parse_failed.add(source.display)
+                return
+            self.sources[source.display] = source
+            self.modules[source.display] = None
+            self.analyses[source.display] = cached  # checked against the Api before use
+            return
+        try:
+            module = index_module(source.path, source.display, source.text)
+        except ParseFailure:
+            self.parse_failed.add(source.display)  # reported by the check, if the file can hold a finding
+            return
+        self.sources[source.display] = source
+        self.modules[source.display] = module
+
+    def module(self, display: str) -> IndexedModule:
+        """The IR of an indexed module (built now if it came from the cache)."""
+        module = self.modules[display]
+        if module is None:
+            s = self.sources[display]
+            module = self.modules[display] = index_module(s.path, s.display, s.text)
+        return module
 
     def _wanted(self) -> set[str]:
         """Helpers whose summaries could change a finding: those given a bound buffer or used
         as a group, and, transitively, the helpers they pass their own parameters to."""
-        wanted = {name for facts in self._facts for name in facts.wanted}
-        passes = {facts.qualname: facts.passes_params_to for facts in self._facts if facts.passes_params_to}
+        entries = [e for d in self.modules for e in self.analyses[d].entries]
+        wanted = {name for e in entries for name in e.wanted}
+        passes: dict[str, set[str]] = {}
+        for e in entries:
+            if e.passes_params_to:
+                passes[e.qualname] = set(e.passes_params_to)  # the last module's wins, as before
         frontier = set(wanted)
         while frontier:
             frontier = {callee for name in frontier for callee in passes.get(name, ())} - wanted
             wanted |= frontier
         return wanted
 
-    def _settle(self, modules: list[IndexedModule], rounds: int) -> None:
+    def current(self, display: str) -> ModuleAnalysis | None:
+        """The module's analysis if it is valid under the `Api` as it is now."""
+        analysis = self.analyses.get(display)
+        if analysis is not None and self.recorder.valid(analysis.lookups):
+            return analysis
+        return None
+
+    def analyse(self, display: str) -> ModuleAnalysis:
+        m = self.module(display)
+        with self.recorder.recording() as log:
+            facts = analyze_module(m.module, m.imports, self.api)
+            entries = tuple(
+                FunctionEntry(
+                    f.qualname,
+                    None if f.node is None else tuple(p.name for p in f.node.params),
+                    summarise(f, m.display, self.api, m.imports),
+                    frozenset(f.wanted), frozenset(f.passes_params_to),
+                )
+                for f in facts
+            )
+        return ModuleAnalysis(entries, log, facts)
+
+    def _settle(self, rounds: int) -> None:
         for _ in range(rounds):
+            for display in self.modules:
+                if self.current(display) is None:
+                    self.analyses[display] = self.analyse(display)
             found: dict[str, Summary] = {}
-            definitions: dict[str, ir.FunctionDef] = {}
-            self._facts = []
-            for m in modules:
-                for facts in analyze_module(m.module, m.imports, self.api):
-                    self._facts.append(facts)
-                    if facts.node is None:
+            definitions: dict[str, tuple[str, ...]] = {}
+            for display in self.modules:
+                for entry in self.analyses[display].entries:
+                    if entry.params is None:
                         continue
-                    definitions[facts.qualname] = facts.node
-                    summary = summarise(facts, m.display, self.api, m.imports)
-                    if not summary.empty:
-                        found[facts.qualname] = summary
+                    definitions[entry.qualname] = entry.params
+                    if not entry.summary.empty:
+                        found[entry.qualname] = entry.summary
             self._install(found, definitions)
             if found == self.summaries:
                 return
             self.summaries = found
 
-    def _install(self, found: dict[str, Summary], definitions: dict[str, ir.FunctionDef]) -> None:
+    def _install(self, found: dict[str, Summary], definitions: dict[str, tuple[str, ...]]) -> None:
         for name, summary in found.items():
             if summary.returns_groups:
                 self.api.getters.override({name: summary.returns_groups})
@@ -174,23 +273,23 @@ class SummaryIndex:
                 self.api.collectives.override({name: Collective(buffers=summary.consumes)})
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
-        for name, fn in definitions.items():
+        for name, params in definitions.items():
             entry = self.api.allocators.get(name)
             if entry is None or entry.group is None or name in found and found[name].allocator:
                 continue
-            if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(fn, entry.group.param):
+            if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(params, entry.group.param):
                 self.api.allocators.hide(name)
 
 
-def _takes(fn: ir.FunctionDef, param: str) -> bool:
-    return any(p.name == param or p.name.startswith("*") for p in fn.params)
+def _takes(params: tuple[str, ...], param: str) -> bool:
+    return any(p == param or p.startswith("*") for p in params)
 
 
 def _final(name: str) -> str:
     return name.partition("(")[0].rpartition(".")[2]
 
 
-def _mentioning(pending: dict[str, tuple[Path, str]], words: set[str]) -> set[str]:
+def _mentioning(pending: dict[str, tuple[Path | None, str]], words: set[str]) -> set[str]:
     pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words), key=len, reverse=True)) + r")\b")
     return {display for display, (_, text) in pending.items() if any(w in text for w in words) and pattern.search(text)}
 
@@ -217,10 +316,3 @@ def index_module(path: Path, display: str, text: str) -> IndexedModule:
         raise ParseFailure("nested too deeply to analyse") from None
     name, is_package = module_name_for(path)
     return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module, text)
-
-
-def _index(path: Path, display: str, text: str) -> IndexedModule | None:
-    try:
-        return index_module(path, display, text)
-    except ParseFailure:
-        return None  # reported by the check, if the file can hold a finding
