@@ -10,13 +10,16 @@ copied from siblings is safe only when every sibling agrees.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.facts import Allocation, FunctionFacts
 from commgroup_lint.analysis.siblings import Convention, Site, convention, group_argument, siblings
 from commgroup_lint.edits import (
-    add_import, append_keyword, insert_argument, insert_statement_before, replace_span, span_text, statement_text,
+    add_import, append_keyword, insert_argument, insert_statement_before, replace_span, span_text, starts_line,
+    statement_text,
 )
 from commgroup_lint.model import Applicability, Edit, Fix
 from commgroup_lint.rule import FileContext, format_groups
@@ -121,6 +124,8 @@ class FixPlanner:
         edits: list[Edit] = []
         conv = choice.convention
         if conv is not None and conv.kind == "selection" and conv.statement is not None:
+            if not starts_line(source, allocation.statement):
+                return None, Choice(None, "the siblings' selection of the group cannot be inserted before a statement that does not start its own line")
             sibling_source = statement_text(source, conv.statement)
             edits.append(insert_statement_before(source, allocation.statement.line, sibling_source))
             expression = conv.variable or ""
@@ -148,8 +153,11 @@ class FixPlanner:
 
     def spell(self, group: str) -> tuple[str, Edit | None] | None:
         """How this file names `group`: an imported getter, else the profile's getter (imported)."""
-        api, imports = self.ctx.api, self.ctx.imports
-        for local, qualified in imports.aliases().items():
+        api = self.ctx.api
+        # only module-scope imports: a name imported inside another function is not bound here
+        bound = {n.asname: n for stmt in _module_scope_imports(self.ctx.module.body) for n in stmt.names}
+        aliases = {local: q for local, q in self.ctx.imports.aliases().items() if local in bound}
+        for local, qualified in aliases.items():
             if api.getters.get(qualified) == frozenset({group}):
                 return f"{local}()", None
         info = api.profile.groups.get(group)
@@ -157,7 +165,23 @@ class FixPlanner:
             return None
         if not info.import_from:
             return f"{info.getter}()", None
-        module_alias = imports.local_name_for(info.import_from)
+        module_alias = next((local for local, q in aliases.items() if q == info.import_from and bound[local].name is None), None)
         if module_alias:
             return f"{module_alias}.{info.getter}()", None
+        if any(n.name == "*" and n.level == 0 and n.module == info.import_from for n in bound.values()):
+            return f"{info.getter}()", None  # star-imported already
         return f"{info.getter}()", add_import(self.ctx.source, self.ctx.module, info.import_from, info.getter)
+
+
+def _module_scope_imports(body: list[ir.Stmt]) -> Iterator[ir.Import]:
+    """The imports that bind names in the module's namespace (also under a module-level `if`, `try`
+    or `with`), not those inside a function or class body."""
+    for stmt in body:
+        if isinstance(stmt, ir.Import):
+            yield stmt
+        elif isinstance(stmt, (ir.If, ir.Loop)):
+            yield from _module_scope_imports(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.Try):
+            yield from _module_scope_imports(stmt.body + stmt.orelse + stmt.finalbody + tuple(s for h in stmt.handlers for s in h))
+        elif isinstance(stmt, ir.With):
+            yield from _module_scope_imports(stmt.body)

@@ -48,6 +48,14 @@ def indentation(source: SourceFile, line: int) -> str:
     return text[: len(text) - len(text.lstrip(" \t"))]
 
 
+def starts_line(source: SourceFile, span: ir.Span) -> bool:
+    """Whether a statement is the first thing on its line, so a statement can be inserted before it
+    (not the body of a one-line `if x: ...`, not after a `;`, not an `elif` test)."""
+    start = source.offset(span.line, span.col)
+    head = source.text[source.line_starts[span.line - 1]: start]
+    return not head.strip() and not source.text.startswith(("elif", "else"), start)
+
+
 def insert_statement_before(source: SourceFile, line: int, statement: str) -> Edit:
     """Insert `statement` (lines without indentation) before `line`, at that line's indentation."""
     indent = indentation(source, line)
@@ -70,7 +78,7 @@ def add_import(source: SourceFile, module: ir.Module, package: str, name: str) -
     or add a new import after the last top-level import."""
     for stmt in module.body:
         if isinstance(stmt, ir.Import) and stmt.names and all(
-            n.name is not None and n.level == 0 and n.module == package for n in stmt.names
+            n.name not in (None, "*") and n.level == 0 and n.module == package for n in stmt.names
         ):
             return replace_span(source, stmt.span, extend_import(span_text(source, stmt.span), name, source))
     imports = [s for s in module.body if isinstance(s, ir.Import)]
@@ -93,7 +101,7 @@ def extend_import(statement: str, name: str, source: SourceFile) -> str:
     imp = node.body[0]
     assert not isinstance(imp.names, cst.ImportStar)
     if "#" in statement:  # comments inside the parentheses: add the name last, keep the rest as it is
-        return _append_alias(imp, name)
+        return _append_line(statement, imp, name, source.newline) or _append_alias(imp, name, source.newline)
     spellings = [_alias_text(alias) for alias in imp.names]
     keys = [s.lower() for s in spellings]
     position = next((i for i, key in enumerate(keys) if key > name.lower()), len(keys)) if keys == sorted(keys) else len(keys)
@@ -111,9 +119,21 @@ def _alias_text(alias: cst.ImportAlias) -> str:
     return cst.Module([]).code_for_node(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
 
 
-def _append_alias(imp: cst.ImportFrom, name: str) -> str:
+def _append_line(statement: str, imp: cst.ImportFrom, name: str, newline: str) -> str | None:
+    """`name,` on a line of its own just before the closing parenthesis, at the names' indentation,
+    when the names end with a trailing comma and `)` starts its own line; None otherwise."""
+    lines = statement.splitlines(keepends=True)
+    names = list(imp.names)  # type: ignore[arg-type]
+    if imp.lpar is None or len(lines) < 3 or not lines[-1].lstrip().startswith(")") or not isinstance(names[-1].comma, cst.Comma):
+        return None
+    indent = next((line[: len(line) - len(line.lstrip(" \t"))] for line in lines[1:-1] if line.strip()), "    ")
+    return "".join(lines[:-1]) + f"{indent}{name},{newline}" + lines[-1]
+
+
+def _append_alias(imp: cst.ImportFrom, name: str, newline: str) -> str:
+    """`name` after the last name, on its line (the last name's comma, and the comments after it, move
+    to the new name; no other comment is copied)."""
     names = list(imp.names)  # type: ignore[arg-type]
     new = cst.ImportAlias(cst.Name(name), comma=names[-1].comma)
-    previous = names[-2].comma if len(names) > 1 else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    names[-1] = names[-1].with_changes(comma=previous)
-    return cst.Module([]).code_for_node(imp.with_changes(names=[*names, new]))
+    names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return cst.Module([], default_newline=newline).code_for_node(imp.with_changes(names=[*names, new]))
