@@ -16,7 +16,7 @@ from functools import cached_property
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.facts import Allocation, FunctionFacts
-from commgroup_lint.analysis.siblings import Convention, Site, convention, group_argument, siblings
+from commgroup_lint.analysis.siblings import Convention, Site, convention, group_argument, selection_in_scope, siblings
 from commgroup_lint.edits import (
     add_import, append_keyword, insert_argument, insert_statement_before, replace_span, span_text, starts_line,
     statement_text,
@@ -120,15 +120,20 @@ class FixPlanner:
         choice = self.choose(allocation, consumer_only=replace)
         if not choice.found:
             return None, choice
+        return self.fix_with(allocation, choice, replace)
+
+    def fix_with(self, allocation: Allocation, choice: Choice, replace: bool) -> tuple[Fix | None, Choice]:
         source = self.ctx.source
         edits: list[Edit] = []
         conv = choice.convention
-        if conv is not None and conv.kind == "selection" and conv.statement is not None:
-            if not starts_line(source, allocation.statement):
-                return None, Choice(None, "the siblings' selection of the group cannot be inserted before a statement that does not start its own line")
-            sibling_source = statement_text(source, conv.statement)
-            edits.append(insert_statement_before(source, allocation.statement.line, sibling_source))
-            expression = conv.variable or ""
+        if conv is not None and conv.kind == "selection" and conv.statement is not None and conv.variable:
+            already = selection_in_scope(self.site(allocation), conv.variable, self.ctx.api, self.ctx.imports)
+            if already != conv.key:  # the function does not choose the group yet: copy the siblings' choice
+                if not starts_line(source, allocation.statement):
+                    return None, Choice(None, "the siblings' selection of the group cannot be inserted before a statement that does not start its own line")
+                sibling_source = statement_text(source, conv.statement)
+                edits.append(insert_statement_before(source, allocation.statement.line, sibling_source))
+            expression = conv.variable
         elif conv is not None:
             expression = span_text(source, conv.argument.span)
         else:

@@ -101,6 +101,15 @@ def convention(site: Site, api: Api, imports: ImportTable) -> Convention | None:
     return None
 
 
+def selection_in_scope(site: Site, variable: str, api: Api, imports: ImportTable) -> str | None:
+    """The key of the selection that binds `variable` before the site in its own function, if any."""
+    if site.function.node is None:
+        return None
+    chooser = _last_binding(site.function.node.body, variable, site.allocation.call.span.line)
+    flow = FunctionFlow(api, imports, FunctionFacts("<convention>", None, None))
+    return _selection_key(chooser, variable, flow) if chooser is not None else None
+
+
 def _selection_key(stmt: ir.Stmt, variable: str, flow: FunctionFlow) -> str | None:
     """`relation -> group | group` for an if/else (or conditional expression) choosing `variable`."""
     if isinstance(stmt, ir.If):

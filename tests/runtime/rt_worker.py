@@ -35,7 +35,7 @@ CUDA_LOCAL_LEN = 1024
 def _digest(tensors) -> str:
     h = hashlib.sha256()
     for t in tensors:
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(bytes(t.detach().cpu().contiguous().view(torch.uint8).flatten().tolist()))  # no numpy needed
     return h.hexdigest()
 
 

@@ -1,0 +1,69 @@
+"""The two halves agree: the static linter, reading the smoke model's source, reports the bugs
+the runtime shim catches while the model runs on 4 gloo ranks, at the same lines.
+
+The missing group is CGL001 statically (the call omits `group`) and CGL002 at runtime (the legacy
+allocator falls back to the TP group, and an attention-TP collective consumes the buffer). Pool
+reuse (CGL005) is runtime-only: no static finding may claim it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("torch")
+
+from rt_launch import launch  # noqa: E402
+from rt_seeded import SMOKE_DIR, seeded  # noqa: E402
+
+from commgroup_lint.config import find_config, load_config  # noqa: E402
+from commgroup_lint.discovery import discover  # noqa: E402
+from commgroup_lint.engine import Linter  # noqa: E402
+from commgroup_lint.model import RuleSelection  # noqa: E402
+from commgroup_lint.profile import load_shipped  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+VARIANTS = ("correct", "missing_group", "wrong_group", "pool_reuse")
+STATIC_FOR_RUNTIME = {"CGL002": {"CGL001", "CGL002"}}  # runtime verdict -> static codes for the same bug
+
+
+@pytest.fixture(scope="module")
+def static_findings():
+    config = load_config(find_config([SMOKE_DIR]))
+    profile = load_shipped("sglang").merged(config.extend_profile)
+    result = Linter(profile, RuleSelection(("CGL001", "CGL002"))).lint(discover([SMOKE_DIR]))
+    return {(os.path.realpath(f.path), f.start.line, f.code) for f in result.findings}
+
+
+@pytest.fixture(scope="module")
+def runtime_violations(tmp_path_factory):
+    results = launch("smoke", 4, tmp_path_factory.mktemp("agree"), attn_dp=2)
+    return {
+        variant: {(os.path.realpath(v["path"]), v["line"], v["code"]) for v in results[0]["variants"][variant]["violations"]}
+        for variant in VARIANTS
+    }
+
+
+def _in(findings, variant):
+    path = os.path.realpath(os.path.join(SMOKE_DIR, f"model_{variant}.py"))
+    return {(line, code) for p, line, code in findings if p == path}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_static_and_runtime_report_the_same_lines(static_findings, runtime_violations, variant):
+    static = _in(static_findings, variant)
+    runtime = {(line, code) for _, line, code in runtime_violations[variant] if code in STATIC_FOR_RUNTIME}
+    assert {line for line, _ in static} == {line for line, _ in runtime}
+    for line, code in runtime:
+        assert {c for l, c in static if l == line} <= STATIC_FOR_RUNTIME[code]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_both_match_the_seeded_markers(static_findings, runtime_violations, variant):
+    marks = seeded(variant)
+    assert _in(static_findings, variant) == {(line, static) for _, line, static, _, _ in marks if static != "CGL005"}
+    assert {(line, code) for _, line, code in runtime_violations[variant]} == {
+        (line, runtime) for _, line, _, runtime, sizes in marks if 4 in sizes
+    }
