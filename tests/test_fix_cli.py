@@ -72,7 +72,7 @@ def test_fix_writes_and_exits_0_when_nothing_remains(tmp_path: Path, monkeypatch
     assert result.exit_code == 0, result.output
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == FIXED
     assert result.stdout.strip().splitlines()[-1] == "Fixed 1 finding, 0 remaining (1 file checked)."
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]  # no temporary file left behind
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".a.py.")] == []  # no temporary file left behind
 
 
 def test_fix_exits_1_when_findings_remain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
