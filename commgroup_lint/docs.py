@@ -21,6 +21,11 @@ def render_rule_doc(rule: type[Rule]) -> str:
         f"- Code: `{rule.code}`\n- Name: `{rule.name}`\n- Default severity: {rule.severity.value}\n- Fix: {fix}\n",
         rule.documentation() + "\n",
     ]
+    if rule.runtime_only:
+        parts.append("## Tests\n\nA verdict of the runtime shim: its tests run these programs and check it.\n")
+        parts.append("".join(f"- reported: `{e.code}` (line {e.line})\n" for e in rule.INVALID)
+                     + "".join(f"- not reported: `{e.code}`\n" for e in rule.VALID))
+        return "\n".join(parts)
     if rule.INVALID:
         parts.append("## Flagged\n\nExamples from the rule's own tests that it reports.\n")
         for example in rule.INVALID:

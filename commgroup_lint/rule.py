@@ -73,6 +73,9 @@ class Rule:
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
     fixable: ClassVar[bool] = False
+    runtime_only: ClassVar[bool] = False
+    """A verdict of the runtime shim (`commgroup_lint.runtime`) that no static analysis can make; its
+    examples are programs whose run the shim's tests check (tests/runtime/)."""
     """Whether the rule can offer fixes (derived from INVALID examples that carry `fixed`)."""
 
     def __init_subclass__(cls) -> None:

@@ -44,7 +44,9 @@ class MissingGroup(Rule):
         Valid(_IMPORTS + "def f(*args):\n    return get_local_dp_buffer(*args)\n"),
     ]
     INVALID = [
-        Invalid(_IMPORTS + "def f(x, fb):\n    g = get_global_dp_buffer()\n    dp_gather_partial(g, x, fb)\n", line=3),
+        Invalid(_IMPORTS + "def f(x, fb):\n    g = get_global_dp_buffer()\n    dp_gather_partial(g, x, fb)\n", line=3,
+                fixed=_IMPORTS + "from sglang.srt.distributed import get_tp_group\n"
+                "def f(x, fb):\n    g = get_global_dp_buffer(get_tp_group())\n    dp_gather_partial(g, x, fb)\n"),
         Invalid(_IMPORTS + "def f():\n    return get_local_dp_buffer(hidden_size=16)\n", line=3),
         Invalid("from sglang.srt.distributed.device_communicators.pynccl_allocator import use_symmetric_memory\n"
                 "def f():\n    with use_symmetric_memory():\n        pass\n", line=3),

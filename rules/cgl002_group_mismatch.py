@@ -55,11 +55,17 @@ class GroupMismatch(Rule):
     ]
     INVALID = [
         Invalid(_IMPORTS + "def f(x):\n    out = get_local_dp_buffer(get_tp_group())\n"
-                "    attn_tp_all_gather_into_tensor(out, x)\n", line=4),
+                "    attn_tp_all_gather_into_tensor(out, x)\n", line=4,
+                fixed=_IMPORTS + "def f(x):\n    out = get_local_dp_buffer(get_attention_tp_group())\n"
+                "    attn_tp_all_gather_into_tensor(out, x)\n"),
         Invalid(_IMPORTS + "import torch\n"
                 "from sglang.srt.distributed.device_communicators.pynccl_allocator import use_symmetric_memory\n"
                 "def f(x):\n    with use_symmetric_memory(get_tp_group()):\n        out = torch.empty(4)\n"
-                "    get_attention_tp_group().all_reduce(out[:2])\n", line=6),
+                "    get_attention_tp_group().all_reduce(out[:2])\n", line=6,
+                fixed=_IMPORTS + "import torch\n"
+                "from sglang.srt.distributed.device_communicators.pynccl_allocator import use_symmetric_memory\n"
+                "def f(x):\n    with use_symmetric_memory(get_attention_tp_group()):\n        out = torch.empty(4)\n"
+                "    get_attention_tp_group().all_reduce(out[:2])\n"),
     ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:

@@ -74,7 +74,8 @@ class InconsistentSelection(Rule):
     ]
     INVALID = [
         Invalid(_HEAD + "class C:\n" + _method("a", "group") + _method("b", "group")
-                + _method("c", "get_tp_group()", select=False), line=21),
+                + _method("c", "get_tp_group()", select=False), line=21,
+                fixed=_HEAD + "class C:\n" + _method("a", "group") + _method("b", "group") + _method("c", "group")),
     ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from commgroup_lint.discovery import discover
+from commgroup_lint.engine import Linter
+from commgroup_lint.fixer import fix_result
+from commgroup_lint.model import RuleSelection
+from commgroup_lint.profile import load_shipped
 from commgroup_lint.rule import all_rules
 from conftest import lint_text
 
@@ -12,7 +17,7 @@ ENGINE_REPORTED = {"CGL100", "CGL101"}  # produced by suppression handling, test
 CASES = [
     pytest.param(rule, kind, i, example, id=f"{rule.code}-{kind}-{i}")
     for rule in all_rules().rules
-    if rule.code not in ENGINE_REPORTED
+    if rule.code not in ENGINE_REPORTED and not rule.runtime_only
     for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID))
     for i, example in enumerate(examples)
 ]
@@ -25,6 +30,21 @@ def test_example(tmp_path, rule, kind, index, example):
         assert findings == []
     else:
         assert [f.start.line for f in findings] == [example.line]
+        assert (findings[0].fix is not None) == (example.fixed is not None)
+
+
+FIXED = [pytest.param(rule, example, id=f"{rule.code}-{i}")
+         for rule in all_rules().rules for i, example in enumerate(rule.INVALID) if example.fixed is not None]
+
+
+@pytest.mark.parametrize(("rule", "example"), FIXED)
+def test_invalid_example_fixes_to_its_expected_source(tmp_path, rule, example):
+    path = tmp_path / "snippet.py"
+    path.write_text(example.code, encoding="utf-8")
+    linter = Linter(load_shipped("sglang"), RuleSelection((rule.code,)))
+    result = linter.lint(discover([str(path)]))
+    [fixed] = fix_result(linter, result, result.fixable, unsafe=True).files
+    assert fixed.text == example.fixed
 
 
 def test_every_rule_has_examples():
