@@ -46,13 +46,18 @@ def apply_edits(text: str, fixes: Iterable[Fix]) -> tuple[str, int]:
     count = 0
     for fix in sorted(fixes, key=lambda f: f.edits[0].start):
         new = [e for e in fix.edits if e not in taken]
-        if any(e.start < t.end and t.start < e.end or e.start == t.start == e.end == t.end for e in new for t in taken):
+        if any(_conflict(e, t) for e in new for t in taken):
             continue
         taken += new
         count += 1
     for edit in sorted(taken, key=lambda e: (e.start, e.end), reverse=True):
         text = text[: edit.start] + edit.replacement + text[edit.end:]
     return text, count
+
+
+def _conflict(a: Edit, b: Edit) -> bool:
+    """Two different edits touch the same text, or insert at the same point (their order is unknown)."""
+    return (a.start < b.end and b.start < a.end) or a.start == a.end == b.start == b.end
 
 
 def fix_result(linter: Linter, result: LintResult, sources: dict[str, SourceFile], unsafe: bool) -> FixReport:
