@@ -59,8 +59,14 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = (), force_exclude: b
         if not os.path.lexists(root):
             raise PathNotFound(given)
         if root.is_dir():
+            real_dirs: dict[str, Path] = {}
             for item in _walk(root, given, exclude):
-                found.setdefault(_identity(item.path), item)
+                # resolving each directory once, not every file's whole path (the cost of a walk)
+                directory = str(item.path.parent)
+                if directory not in real_dirs:
+                    real_dirs[directory] = _identity(item.path.parent)
+                identity = _identity(item.path) if item.path.is_symlink() else real_dirs[directory] / item.path.name
+                found.setdefault(identity, item)
         elif not (force_exclude and is_excluded(given, exclude)):
             found.setdefault(_identity(root), Discovered(root, given, True))
     return sorted(found.values(), key=lambda d: d.display)

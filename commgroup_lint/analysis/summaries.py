@@ -22,7 +22,7 @@ from commgroup_lint.analysis.facts import BufferFact, FunctionFacts, GroupFact
 from commgroup_lint.analysis.flow import FunctionFlow, known_groups
 from commgroup_lint.analysis.lower_ast import lower_ast
 from commgroup_lint.analysis.module import analyze_module
-from commgroup_lint.analysis.names import ImportTable, collect_imports, module_name_for
+from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
 from commgroup_lint.analysis.recording import Lookups, Recorder
 from commgroup_lint.parsing import ParseFailure, parse_python
 from commgroup_lint.profile import BufferParam, Collective, GroupParam
@@ -133,15 +133,21 @@ class SummaryIndex:
     """
 
     def __init__(self, api: Api, recorder: Recorder | None = None,
-                 memo: Callable[[ModuleSource], ModuleAnalysis | None] | None = None) -> None:
+                 memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
+                 analyze: Callable[..., list[FunctionFacts]] | None = None) -> None:
         self.api = api
+        self._analyze = analyze or analyze_module
         self.recorder = recorder or Recorder(api)
         self.memo = memo
         self.summaries: dict[str, Summary] = {}
         self.modules: dict[str, IndexedModule | None] = {}  # by display path; None: IR not built (cached analysis)
         self.sources: dict[str, ModuleSource] = {}
         self.analyses: dict[str, ModuleAnalysis] = {}
+        # every analysis of a module this run (and the cached ones): the fixpoint goes through
+        # the same intermediate states in every run, so a warm run finds each of them here
+        self.history: dict[str, list[ModuleAnalysis]] = {}
         self.parse_failed: set[str] = set()
+        self.failed: set[str] = set()  # the analysis raised (a bug, reported by the check)
         self._profile_allocators = set(api.profile.allocators)
 
     def allocator_words(self) -> set[str]:
@@ -165,6 +171,7 @@ class SummaryIndex:
             texts = {d: s.text for d, s in pending.items()}
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         by_module: dict[str, str] | None = None
+        real_dirs: dict[Path, Path] = {}
         words: set[str] = set()
         for _ in range(MAX_HOPS):
             new_words = self.allocator_words() - words
@@ -172,7 +179,7 @@ class SummaryIndex:
             chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if by_module is None:
-                    by_module = {module_name_for(s.path)[0]: display for display, s in pending.items()}
+                    by_module = {_module_name(s.path, real_dirs): display for display, s in pending.items()}
                 chosen |= {d for d in _defining(self._wanted(), by_module) if d in pending}
             if not chosen:
                 break
@@ -182,14 +189,14 @@ class SummaryIndex:
         self._settle(rounds=MAX_ROUNDS)
 
     def _add(self, source: ModuleSource) -> None:
-        cached = self.memo(source) if self.memo is not None else None
-        if cached is not None:
-            if not cached.entries and not cached.lookups:  # the cache says it does not parse
+        cached = self.memo(source) if self.memo is not None else ()
+        if cached:
+            if not cached[0].entries and not cached[0].lookups:  # the cache says it does not parse
                 self.parse_failed.add(source.display)
                 return
             self.sources[source.display] = source
             self.modules[source.display] = None
-            self.analyses[source.display] = cached  # checked against the Api before use
+            self.history[source.display] = list(cached)  # each checked against the Api before use
             return
         try:
             module = index_module(source.path, source.display, source.text)
@@ -232,7 +239,7 @@ class SummaryIndex:
     def analyse(self, display: str) -> ModuleAnalysis:
         m = self.module(display)
         with self.recorder.recording() as log:
-            facts = analyze_module(m.module, m.imports, self.api)
+            facts = self._analyze(m.module, m.imports, self.api)
             entries = tuple(
                 FunctionEntry(
                     f.qualname,
@@ -246,9 +253,21 @@ class SummaryIndex:
 
     def _settle(self, rounds: int) -> None:
         for _ in range(rounds):
-            for display in self.modules:
+            for display in list(self.modules):
                 if self.current(display) is None:
-                    self.analyses[display] = self.analyse(display)
+                    history = self.history.setdefault(display, [])
+                    found_valid = next((a for a in history if self.recorder.valid(a.lookups)), None)
+                    if found_valid is not None:
+                        self.analyses[display] = found_valid
+                        continue
+                    try:
+                        self.analyses[display] = self.analyse(display)
+                        history.append(self.analyses[display])
+                    except Exception:  # noqa: BLE001 - not indexed; the check reports it
+                        del self.modules[display], self.sources[display]
+                        self.analyses.pop(display, None)
+                        self.history.pop(display, None)
+                        self.failed.add(display)
             found: dict[str, Summary] = {}
             definitions: dict[str, tuple[str, ...]] = {}
             for display in self.modules:
@@ -279,6 +298,7 @@ class SummaryIndex:
                 continue
             if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(params, entry.group.param):
                 self.api.allocators.hide(name)
+        self.recorder.changed()
 
 
 def _takes(params: tuple[str, ...], param: str) -> bool:
@@ -305,6 +325,19 @@ def _defining(names: set[str], by_module: dict[str, str]) -> set[str]:
                 found.add(display)
                 break
     return found
+
+
+def _module_name(path: Path, real_dirs: dict[Path, Path]) -> str:
+    """`module_name_for(path)[0]`, resolving each directory once rather than every file's path."""
+    if path.is_symlink():
+        return module_name_for(path)[0]
+    directory = real_dirs.get(path.parent)
+    if directory is None:
+        directory = real_dirs[path.parent] = path.parent.resolve()
+    is_package = path.name == "__init__.py"
+    prefix = _package_prefix(directory)
+    parts = [*prefix] if is_package else [*prefix, path.stem]
+    return ".".join(parts) or path.stem
 
 
 def index_module(path: Path, display: str, text: str) -> IndexedModule:

@@ -1,0 +1,157 @@
+"""commgroup-lint against ruff on one tree: cold, warm and one-file-changed, side by side.
+
+    python benchmarks/bench.py /work/sglang_src/0.5.23/sglang
+    python benchmarks/bench.py --sglang 0.5.23          # pip-downloads the wheel, unzips it
+    python benchmarks/bench.py TREE --linearity SMALL_TREE
+
+The tree is copied into a temporary directory (the one-file run edits a file). Each
+measurement is repeated `--repeat` times (default 5); medians are printed, with the peak
+memory (max RSS of the child, from `resource.getrusage`). ruff runs `--select ALL`: cold with
+`--no-cache`, warm with its cache. Needs `ruff` on PATH (`pip install ruff`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+CGL = [sys.executable, "-m", "commgroup_lint", "check", "-q"]
+RUFF = ["ruff", "check", "--select", "ALL", "-q", "--exit-zero"]
+
+
+def run(command: list[str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return elapsed, peak if peak > before else 0  # ru_maxrss of children is the max so far
+
+
+def peak_of(command: list[str], cwd: Path) -> int:
+    """Peak RSS in KiB of one run, through GNU time when present (getrusage keeps a running max)."""
+    if Path("/usr/bin/time").exists():
+        out = subprocess.run(["/usr/bin/time", "-f", "%M", *command], cwd=cwd, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            return int(out.stderr.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return 0
+    return run(command, cwd)[1]
+
+
+def median_of(command: list[str], cwd: Path, repeat: int, before=None) -> float:  # noqa: ANN001
+    times = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        times.append(run(command, cwd)[0])
+    return statistics.median(times)
+
+
+def clear_caches(tree: Path) -> None:
+    for name in (".commgroup_lint_cache", ".ruff_cache"):
+        shutil.rmtree(tree / name, ignore_errors=True)
+
+
+def measure(tree: Path, repeat: int) -> dict[str, float]:
+    files = sum(1 for _ in tree.rglob("*.py"))
+    target = max(tree.rglob("*.py"), key=lambda p: ("dp_attention" in p.name, p.stat().st_size))
+    original = target.read_bytes()
+    counter = [0]
+
+    def touch() -> None:  # a real content change, so a content-hash cache must notice it
+        counter[0] += 1
+        target.write_bytes(original + f"\n# bench edit {counter[0]}\n".encode())
+
+    r: dict[str, float] = {"files": files}
+    try:
+        r["cgl_cold"] = median_of([*CGL, "--no-cache", "."], tree, repeat)
+        r["ruff_cold"] = median_of([*RUFF, "--no-cache", "."], tree, repeat)
+        clear_caches(tree)
+        run([*CGL, "."], tree)
+        run([*RUFF, "."], tree)
+        r["cgl_warm"] = median_of([*CGL, "."], tree, repeat)
+        r["ruff_warm"] = median_of([*RUFF, "."], tree, repeat)
+        r["cgl_one"] = median_of([*CGL, "."], tree, repeat, touch)
+        r["ruff_one"] = median_of([*RUFF, "."], tree, repeat, touch)
+        r["cgl_cold_mem"] = peak_of([*CGL, "--no-cache", "."], tree) / 1024
+        r["ruff_cold_mem"] = peak_of([*RUFF, "--no-cache", "."], tree) / 1024
+        r["cgl_warm_mem"] = peak_of([*CGL, "."], tree) / 1024
+    finally:
+        target.write_bytes(original)
+    return r
+
+
+def report(name: str, r: dict[str, float]) -> None:
+    print(f"\n{name}: {int(r['files'])} Python files, medians of the runs")
+    print(f"{'':16}{'commgroup-lint':>16}{'ruff ALL':>12}{'ratio':>8}")
+    for label, key in (("cold (no cache)", "cold"), ("warm", "warm"), ("one file changed", "one")):
+        c, f = r[f"cgl_{key}"], r[f"ruff_{key}"]
+        print(f"{label:16}{c:>14.2f} s{f:>10.2f} s{c / f:>8.2f}")
+    print(f"{'peak memory':16}{r['cgl_cold_mem']:>13.0f} MB{r['ruff_cold_mem']:>9.0f} MB   (cold; warm {r['cgl_warm_mem']:.0f} MB)")
+    print(f"warm = {r['cgl_warm'] / r['ruff_cold']:.2f} of ruff's cold run (target <= 0.25)")
+
+
+def fetch_sglang(version: str, into: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(into),
+                    f"sglang=={version}"], check=True)
+    wheel = next(into.glob("sglang-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(into / "unpacked")
+    return into / "unpacked" / "sglang"
+
+
+def copy_tree(src: Path, into: Path) -> Path:
+    dst = into / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".commgroup_lint_cache", ".ruff_cache", "__pycache__"))
+    return dst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tree", nargs="?", type=Path)
+    parser.add_argument("--sglang", metavar="VERSION", help="download this SGLang release instead of TREE")
+    parser.add_argument("--linearity", type=Path, metavar="SMALL_TREE",
+                        help="also time a smaller tree (e.g. SGLang 0.5.8) and compare time per file")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if (args.tree is None) == (args.sglang is None):
+        parser.error("give a TREE or --sglang VERSION")
+    if shutil.which("ruff") is None:
+        sys.exit("ruff is not on PATH: pip install ruff")
+    with tempfile.TemporaryDirectory(prefix="cgl-bench-") as tmp:
+        base = Path(tmp)
+        source = fetch_sglang(args.sglang, base / "dl") if args.sglang else args.tree
+        tree = copy_tree(source, base / "big")
+        print(f"{os.cpu_count()} cores; {sys.version.split()[0]}; "
+              f"{subprocess.run(['ruff', '--version'], capture_output=True, text=True).stdout.strip()}")
+        big = measure(tree, args.repeat)
+        report(str(source), big)
+        if args.linearity:
+            small_tree = copy_tree(args.linearity, base / "small")
+            small = {"files": sum(1 for _ in small_tree.rglob("*.py")),
+                     "cgl_cold": median_of([*CGL, "--no-cache", "."], small_tree, args.repeat),
+                     "ruff_cold": median_of([*RUFF, "--no-cache", "."], small_tree, args.repeat)}
+            print(f"\nlinearity (cold, ms per file): {args.linearity}: {int(small['files'])} files")
+            for tool in ("cgl", "ruff"):
+                a = small[f"{tool}_cold"] / small["files"] * 1000
+                b = big[f"{tool}_cold"] / big["files"] * 1000
+                print(f"  {tool:5} {a:6.2f} ms/file -> {b:6.2f} ms/file  (x{b / a:.2f} per file for "
+                      f"x{big['files'] / small['files']:.2f} files)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The cache in `.commgroup_lint_cache/`: a warm run reports exactly what a cold one does,
+including after a summarised helper in another file changes; a damaged cache is ignored; an
+unwritable place means no cache; concurrent runs are safe."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from commgroup_lint.analysis import summaries
+from commgroup_lint.cache import DIRECTORY
+from commgroup_lint.cli import main
+from speedkit import FIXTURES, check, generate
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return generate(tmp_path / "src", count=120, seed=1)
+
+
+def cold(tree: Path) -> tuple:
+    return check([tree])
+
+
+def test_warm_equals_cold_and_analyses_nothing(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    first = check([corpus], cache_dir=cache)
+    assert first == cold(corpus)
+    assert list(cache.glob("*.pickle"))
+    calls = []
+    real = summaries.SummaryIndex.analyse
+    monkeypatch.setattr(summaries.SummaryIndex, "analyse", lambda self, d: calls.append(d) or real(self, d))
+    assert check([corpus], cache_dir=cache) == first
+    assert calls == []  # everything came from the cache
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_fixtures_cold_and_warm(tmp_path: Path, gate: bool) -> None:
+    expected = check([FIXTURES], gate=gate)
+    for _ in range(2):
+        assert check([FIXTURES], gate=gate, cache_dir=tmp_path / "c") == expected
+        assert check([FIXTURES], gate=gate, cache_dir=tmp_path / "c", jobs=2) == expected
+
+
+@pytest.mark.parametrize("edit", [
+    # the helper now allocates on the attention-TP group: mismatches move
+    lambda t: t.replace("return get_global_dp_buffer(get_tp_group())", "return get_global_dp_buffer(get_attention_tp_group())"),
+    # the helper no longer allocates at all
+    lambda t: t.replace("return get_local_dp_buffer(get_attention_tp_group())", "return torch.empty(4)"),
+    # a plain helper starts allocating (a new summary, a new gate word)
+    lambda t: t.replace("return torch.empty(4)", "return get_local_dp_buffer(get_tp_group())"),
+])
+def test_a_changed_helper_in_another_file_reaches_its_callers(corpus: Path, tmp_path: Path, edit) -> None:  # noqa: ANN001
+    cache = tmp_path / "cache"
+    before = check([corpus], cache_dir=cache)
+    helpers = corpus / "helpers.py"
+    helpers.write_text(edit(helpers.read_text()))
+    after = cold(corpus)
+    assert after != before  # the edit matters
+    assert check([corpus], cache_dir=cache) == after
+    helpers.write_text(edit(helpers.read_text()))  # and again warm
+    assert check([corpus], cache_dir=cache) == after
+
+
+def test_one_changed_file(corpus: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    check([corpus], cache_dir=cache)
+    target = corpus / "mod_007.py"
+    target.write_text(target.read_text() + "\n\ndef late(x):\n    return get_local_dp_buffer()\n")
+    assert check([corpus], cache_dir=cache) == cold(corpus)
+
+
+def test_renamed_or_removed_files(corpus: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    check([corpus], cache_dir=cache)
+    (corpus / "mod_003.py").rename(corpus / "mod_999.py")
+    (corpus / "mod_004.py").unlink()
+    assert check([corpus], cache_dir=cache) == cold(corpus)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "foreign_pickle"])
+def test_a_damaged_cache_file_is_ignored(corpus: Path, tmp_path: Path, damage: str) -> None:
+    import pickle
+
+    cache = tmp_path / "cache"
+    expected = check([corpus], cache_dir=cache)
+    (path,) = cache.glob("*.pickle")
+    data = path.read_bytes()
+    path.write_bytes({
+        "truncate": data[: len(data) // 2],
+        "flip": data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:],
+        "garbage": os.urandom(1000),
+        "empty": b"",
+        "foreign_pickle": pickle.dumps({"x": 1}),
+    }[damage])
+    assert check([corpus], cache_dir=cache) == expected
+    assert check([corpus], cache_dir=cache) == expected  # and it was rewritten whole
+
+
+def test_a_cache_file_naming_a_foreign_class_is_ignored(corpus: Path, tmp_path: Path) -> None:
+    import hashlib
+    import pickle
+
+    from commgroup_lint import cache as cache_module
+
+    cache = tmp_path / "cache"
+    expected = check([corpus], cache_dir=cache)
+    (path,) = cache.glob("*.pickle")
+    payload = pickle.dumps({"a": os.system})  # would be a callable from outside commgroup-lint
+    path.write_bytes(cache_module._MAGIC + hashlib.sha256(payload).digest() + payload)
+    assert check([corpus], cache_dir=cache) == expected
+
+
+def test_an_unwritable_place_means_no_cache(corpus: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert check([corpus], cache_dir=blocker / "cache") == cold(corpus)
+
+
+def test_concurrent_runs(corpus: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    expected = cold(corpus)
+    results: list[tuple] = []
+    threads = [threading.Thread(target=lambda: results.append(check([corpus], cache_dir=cache))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 3
+    assert check([corpus], cache_dir=cache) == expected
+    assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_cli_cache_next_to_the_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
+    (project / "src" / "a.py").write_text(
+        "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\ndef f():\n    return get_local_dp_buffer()\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    runs = [CliRunner().invoke(main, ["check", "--format", "json", str(project / "src")]) for _ in range(2)]
+    assert runs[0].exit_code == runs[1].exit_code == 1
+    assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
+    assert (project / DIRECTORY).is_dir() and not (elsewhere / DIRECTORY).exists()
+    (project / "pyproject.toml").unlink()
+    CliRunner().invoke(main, ["check", "--no-cache", str(project / "src")])
+    assert not (elsewhere / DIRECTORY).exists()
+    CliRunner().invoke(main, ["check", str(project / "src")])
+    assert (elsewhere / DIRECTORY).is_dir()  # no configuration: the current directory
+
+
+def test_cli_jobs_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    outputs = {CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--jobs", j, str(FIXTURES)]).stdout
+               for j in ("1", "2")}
+    assert len(outputs) == 1

@@ -1,0 +1,48 @@
+"""The speed-ups never change a finding: the gate, the reuse of the index's analyses, and
+`--jobs`, on the fixtures and on a generated corpus (no timing here: see benchmarks/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from speedkit import FIXTURES, ROOT, check, generate
+
+TREES = [ROOT / "examples", FIXTURES, *sorted(p for p in FIXTURES.glob("*/*") if p.is_dir())]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_gate_hides_no_finding_on_the_fixtures(tree: Path) -> None:
+    assert check([tree], gate=True) == check([tree], gate=False)
+
+
+def test_each_fixture_file_alone_gated_or_not() -> None:
+    for path in sorted((FIXTURES / "static").glob("*.py")):
+        assert check([path], gate=True) == check([path], gate=False), path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate(tmp_path_factory.mktemp("corpus"), count=300)
+
+
+def test_the_corpus_has_findings_of_every_kind(corpus: Path) -> None:
+    findings, errors, files = check([corpus])
+    assert files == 302 and not errors
+    codes = {f[0] for f in findings}
+    assert {"CGL001", "CGL002"} <= codes
+    assert any(f[6] is not None for f in findings)  # some come with a fix
+
+
+def test_the_gate_hides_no_finding_on_a_generated_corpus(corpus: Path) -> None:
+    assert check([corpus], gate=True) == check([corpus], gate=False)
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_jobs_change_nothing(corpus: Path, gate: bool) -> None:
+    assert check([corpus], gate=gate, jobs=1) == check([corpus], gate=gate, jobs=2)
+
+
+def test_fixtures_with_jobs() -> None:
+    assert check([FIXTURES], jobs=1) == check([FIXTURES], jobs=2)
