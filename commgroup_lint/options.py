@@ -42,16 +42,17 @@ def anchored_patterns(value: str | None, cwd: Path | None = None) -> tuple[str, 
 def statistics(result: LintResult, output_format: str) -> str:
     """Findings per code, most frequent first (`--statistics`)."""
     counts = Counter(f.code for f in result.findings)
+    fixable = {f.code for f in result.findings if f.fix is not None}  # `[*]`: some of them have a fix
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     registry = all_rules()
     if output_format == "json":
         return json.dumps([
-            {"code": code, "name": _name(registry, code), "count": n, "fixable": _fixable(registry, code)}
+            {"code": code, "name": _name(registry, code), "count": n, "fixable": code in fixable}
             for code, n in rows
         ], indent=2) + "\n"
     width = max((len(str(n)) for _, n in rows), default=1)
     return "".join(
-        f"{n:>{width}}\t{code}\t{'[*] ' if _fixable(registry, code) else ''}{_name(registry, code)}\n"
+        f"{n:>{width}}\t{code}\t{'[*] ' if code in fixable else ''}{_name(registry, code)}\n"
         for code, n in rows
     )
 
@@ -59,11 +60,6 @@ def statistics(result: LintResult, output_format: str) -> str:
 def _name(registry, code: str) -> str:  # noqa: ANN001
     rule = registry.by_code(code)
     return rule.name if rule else ""
-
-
-def _fixable(registry, code: str) -> bool:  # noqa: ANN001
-    rule = registry.by_code(code)
-    return bool(rule and rule.fixable)
 
 
 def stderr_is_terminal() -> bool:

@@ -71,6 +71,8 @@ class Profile:
     collectives: dict[str, Collective] = field(default_factory=dict)
     local_copies: frozenset[str] = frozenset()
     tensor_factories: frozenset[str] = frozenset()  # by final name: `torch.empty` or a method `new_empty`
+    pinned: frozenset[str] = frozenset()
+    """Names the user's configuration describes: a definition in the scanned code never overrides them."""
 
     def merged(self, other: "Profile") -> "Profile":
         """This profile extended (and overridden, entry by entry) by `other`."""
@@ -88,6 +90,9 @@ class Profile:
             collectives={**self.collectives, **other.collectives},
             local_copies=self.local_copies | other.local_copies,
             tensor_factories=self.tensor_factories | other.tensor_factories,
+            pinned=self.pinned | frozenset(
+                [*other.getters, *other.sizes, *other.allocators, *other.contexts, *other.collectives]
+            ),
         )
 
 

@@ -96,6 +96,12 @@ class Api:
         self.collectives = _Table(p.collectives, p.packages)
         self.local_copies = _Table({name: True for name in p.local_copies}, p.packages)
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
+        self._pinned_tails = frozenset(filter(None, map(self.getters.tail_key, p.pinned)))
+
+    def is_pinned(self, name: str) -> bool:
+        """The user's configuration describes `name`: the scanned code's definition does not override it."""
+        pinned = self.profile.pinned
+        return name in pinned or (key := self.getters.tail_key(name)) is not None and key in self._pinned_tails
 
     def is_tensor_factory(self, name: str) -> bool:
         return name.rpartition(".")[2] in self._factory_names

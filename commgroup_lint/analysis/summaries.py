@@ -283,6 +283,7 @@ class SummaryIndex:
             self.summaries = found
 
     def _install(self, found: dict[str, Summary], definitions: dict[str, tuple[str, ...]]) -> None:
+        found = {name: summary for name, summary in found.items() if not self.api.is_pinned(name)}
         for name, summary in found.items():
             if summary.returns_groups:
                 self.api.getters.override({name: summary.returns_groups})
@@ -294,7 +295,7 @@ class SummaryIndex:
         # hidden-group allocator (installed above), never a call that is missing its group.
         for name, params in definitions.items():
             entry = self.api.allocators.get(name)
-            if entry is None or entry.group is None or name in found and found[name].allocator:
+            if entry is None or entry.group is None or name in found and found[name].allocator or self.api.is_pinned(name):
                 continue
             if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(params, entry.group.param):
                 self.api.allocators.hide(name)
