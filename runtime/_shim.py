@@ -39,7 +39,7 @@ from ._report import (
     Violation,
 )
 from ._sites import DEFAULT_HELPER_MODULES, SiteFinder
-from ._table import BindingTable
+from ._table import BindingTable, _device_key
 
 # torch.distributed functions that run a collective, by the name torch gives them, mapped
 # to the name users know. torch 2.13 routes all_gather_into_tensor/reduce_scatter_tensor
@@ -80,6 +80,11 @@ DEFAULT_CONTEXT_CLASSES = (
 
 _tls = threading.local()
 TABLE = BindingTable()
+_Tensor = torch.Tensor
+_ProcessGroup = dist.ProcessGroup
+#: Bookkeeping on tensors (storage, address, device) inside a mode's handler must not go
+#: through the modes below it (each would cost a full dispatch).
+_no_torch_function = torch._C.DisableTorchFunction
 _LABELS: dict = {}
 VIOLATIONS: list[Violation] = []
 _SEEN: set = set()
@@ -92,10 +97,10 @@ _SEEN: set = set()
 def as_process_group(group):
     """The ProcessGroup behind ``group``: a ProcessGroup, a coordinator-like wrapper
     (``device_group``), a group name, or None for the default group."""
+    if isinstance(group, _ProcessGroup):  # the hot case, first (WORLD is one too)
+        return group
     if group is None or group is dist.group.WORLD:
         return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
-    if isinstance(group, dist.ProcessGroup):
-        return group
     for attr in ("device_group", "process_group", "pg"):
         pg = getattr(group, attr, None)
         if isinstance(pg, dist.ProcessGroup):
@@ -178,6 +183,18 @@ class SimulatedSymmetricPool:
 DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 
 
+_FINDERS: dict = {}
+
+
+def _finder_for(helper_modules) -> SiteFinder:
+    """One site finder per helper-module list, kept, so its per-code verdicts stay warm."""
+    key = tuple(helper_modules)
+    finder = _FINDERS.get(key)
+    if finder is None:
+        finder = _FINDERS[key] = SiteFinder(key)
+    return finder
+
+
 def _tensors_in(args, kwargs):
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -196,6 +213,27 @@ def _tensors_in(args, kwargs):
                         yield b
 
 
+_SEQUENCES = (list, tuple)
+
+
+def _tensor_list(args, kwargs):
+    """The tensors among a collective's arguments (and in its list arguments), as a list:
+    :func:`_tensors_in` without the generator, for the per-collective path."""
+    out = []
+    for a in args:
+        if isinstance(a, _Tensor):
+            out.append(a)
+        elif isinstance(a, _SEQUENCES):
+            out.extend([b for b in a if isinstance(b, _Tensor)])
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, _Tensor):
+                out.append(a)
+            elif isinstance(a, _SEQUENCES):
+                out.extend([b for b in a if isinstance(b, _Tensor)])
+    return out
+
+
 class _BindMode(TorchFunctionMode):
     """Tags fresh storages created inside it as bound to ``group``."""
 
@@ -207,35 +245,48 @@ class _BindMode(TorchFunctionMode):
         self.finder = finder
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if isinstance(out, torch.Tensor):
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        if isinstance(out, _Tensor):
             outs = (out,)
         elif isinstance(out, (tuple, list)):
-            outs = [o for o in out if isinstance(o, torch.Tensor)]
+            outs = [o for o in out if isinstance(o, _Tensor)]
             if not outs:
                 return out
         else:
             return out
-        inputs = None
-        for t in outs:
-            if t.is_meta or not t.untyped_storage().nbytes():
-                continue
-            if inputs is None:
-                inputs = {x.untyped_storage().data_ptr() for x in _tensors_in(args, kwargs)}
-            ptr = t.untyped_storage().data_ptr()
-            if ptr in inputs or TABLE.has_storage(t):
-                continue
-            self.bind(t)
+        with _no_torch_function():
+            inputs = None
+            for t in outs:
+                if t.is_meta:
+                    continue
+                storage = t.untyped_storage()
+                nbytes = storage.nbytes()
+                if not nbytes:
+                    continue
+                ptr = storage.data_ptr()
+                if inputs is None:
+                    inputs = {x.untyped_storage().data_ptr() for x in _tensors_in(args, kwargs)}
+                if ptr in inputs:
+                    continue
+                dev = _device_key(t)
+                if TABLE.has_address(dev, ptr):
+                    continue
+                self._bind(t, storage, ptr, nbytes, dev)
         return out
 
-    def bind(self, t):
+    def _bind(self, t, storage, ptr, nbytes, dev):
         site = self.finder.find()
-        nbytes = t.untyped_storage().nbytes()
         if self.register:
             block, registered = self.pool._acquire(nbytes, self.group)
-            TABLE.bind(t, self.group, site, registered, self.pool if block else None, block)
+            TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, registered,
+                               self.pool if block else None, block)
         else:
-            TABLE.bind(t, self.group, site, ())
+            TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, ())
+
+    def bind(self, t):
+        with _no_torch_function():
+            storage = t.untyped_storage()
+            self._bind(t, storage, storage.data_ptr(), storage.nbytes(), _device_key(t))
 
 
 class simulated_symmetric_memory:
@@ -260,7 +311,7 @@ class simulated_symmetric_memory:
         if self.disabled:
             return self
         shim = _active_shim()
-        finder = shim.finder if shim is not None and self.helper_modules is None else SiteFinder(
+        finder = shim.finder if shim is not None and self.helper_modules is None else _finder_for(
             self.helper_modules if self.helper_modules is not None else DEFAULT_HELPER_MODULES
         )
         self._mode = _BindMode(self.group, self.pool, self.register, finder)
@@ -278,7 +329,7 @@ def bind_buffer(tensor, group, *, registered=None):
     """Bind an existing tensor's storage to ``group`` by hand (for custom allocators)."""
     pg = as_process_group(group)
     shim = _active_shim()
-    finder = shim.finder if shim else SiteFinder()
+    finder = shim.finder if shim else _finder_for(DEFAULT_HELPER_MODULES)
     TABLE.bind(tensor, pg, finder.find(), {pg} if registered is None else set(registered))
     return tensor
 
@@ -347,25 +398,49 @@ def _reaches_function_mode(func) -> bool:
     return any(n in names and n != func.__name__ for n in COLLECTIVE_NAMES if getattr(c10d, n, None) is not None)
 
 
+def _mode_specs(collectives):
+    """``func -> (name, group position, body)`` for the collectives a function mode sees.
+
+    ``body`` is the function under its decorators (``inspect.unwrap``): when the mode is
+    handed the call, the decorators (exception logger, wait counter) have already run
+    around it, so the shim calls the body once instead of the whole chain again.
+    """
+    specs = {}
+    for func, (name, pos) in collectives.items():
+        try:
+            body = inspect.unwrap(func)
+        except ValueError:  # pragma: no cover - a __wrapped__ cycle
+            body = func
+        if not callable(body):  # pragma: no cover - defensive
+            body = func
+        specs[func] = (name, pos, body)
+    return specs
+
+
 class _ShimMode(TorchFunctionMode):
+    """Sees every torch call made while the shim is installed; all but collectives are
+    handed straight back (one dict membership test), collectives are checked."""
+
     def __init__(self, shim):
         super().__init__()
         self.shim = shim
         self.collectives = shim.collectives
+        self.specs = _mode_specs(shim.collectives)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        spec = self.collectives.get(func)
-        if spec is None or getattr(_tls, "suppress", 0):
+        if func not in self.specs:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        if getattr(_tls, "suppress", 0):
             return func(*args, **(kwargs or {}))
+        name, pos, body = self.specs[func]
         kwargs = kwargs or {}
-        name, pos = spec
         if "group" in kwargs:
             group = kwargs["group"]
         elif pos is not None and pos < len(args):
             group = args[pos]
         else:
             group = None
-        return self.shim.run_collective(name, func, args, kwargs, group)
+        return self.shim.run_collective(name, body, args, kwargs, group)
 
 
 class _Shim:
@@ -373,7 +448,7 @@ class _Shim:
 
     def __init__(self, mode, helper_modules, divergence, divergence_timeout, group_classes, context_classes):
         self.mode = mode
-        self.finder = SiteFinder(helper_modules)
+        self.finder = _finder_for(helper_modules)
         self.divergence = divergence
         self.divergence_timeout = divergence_timeout
         self.group_classes = group_classes
@@ -543,21 +618,43 @@ class _Shim:
 
     # -- verdicts -----------------------------------------------------------------------
     def run_collective(self, name, func, args, kwargs, group):
-        pg = as_process_group(group)
-        found = []
-        flags = []
-        for t in _tensors_in(args, kwargs):
-            rec, seg = TABLE.lookup(t)
-            flags.append(0 if rec is None and seg is None else 1)
+        pg = group if type(group) is _ProcessGroup else as_process_group(group)
+        found = None
+        flags = [] if self.divergence else None
+        lookup = TABLE.lookup
+        for t in _tensor_list(args, kwargs):
+            rec, seg = lookup(t)
+            if rec is None and seg is None:
+                if flags is not None:
+                    flags.append(0)
+                continue
+            if flags is not None:
+                flags.append(1)
+            # The passing case, decided without building anything: allocated under this
+            # group (or no allocation group known) and registered with it (or nowhere).
+            if rec is not None:
+                alloc, registered = rec.alloc_group, rec.registered
+            else:
+                alloc, registered = None, ()
+            if (alloc is None or alloc is pg) and (
+                (not registered and not seg) or pg in registered or (seg is not None and pg in seg)
+            ):
+                continue
             v = self._verdict(name, t, rec, seg, pg)
             if v is not None:
+                if found is None:
+                    found = []
                 found.append(v)
-        if self.divergence and flags:
+        if flags:
             mirror = self.mirrors.get(pg)
             if mirror is not None:
                 v = self._divergence(name, pg, mirror, flags, args, kwargs)
                 if v is not None:
+                    if found is None:
+                        found = []
                     found.append(v)
+        if found is None:
+            return func(*args, **kwargs)
         # Recorded (and warned) before the call, so a collective that fails still leaves
         # its verdict; in assert mode raised after it, so that peers never hang.
         raise_after = [v for v in found if self.emit(v)]

@@ -34,6 +34,7 @@ _ALWAYS_SKIPPED = (
 )
 
 _HELPER_CODES: set = set()
+_HELPER_VERSION = [0]  # bumped by helper(): finders drop their per-code verdicts
 
 
 def helper(func):
@@ -41,15 +42,24 @@ def helper(func):
     code = getattr(func, "__code__", None)
     if code is not None:
         _HELPER_CODES.add(code)
+        _HELPER_VERSION[0] += 1
     return func
 
 
 class SiteFinder:
-    """Walks the stack once per call; memoises the verdict per code object and module."""
+    """Walks the stack from the caller, stopping at the first user frame.
+
+    The skip verdict is memoised per code object (and per module name), and the
+    :class:`Site` per (code, line), so a walk on a warm path is a few dict lookups per frame
+    and allocates nothing.
+    """
 
     def __init__(self, helper_modules=DEFAULT_HELPER_MODULES):
         self.prefixes = tuple(_ALWAYS_SKIPPED) + tuple(helper_modules)
         self._module_cache: dict[str, bool] = {}
+        self._code_cache: dict = {}  # code object -> skipped?
+        self._sites: dict = {}  # (code, line) -> Site
+        self._version = _HELPER_VERSION[0]
 
     def _module_skipped(self, name: str, f_globals: dict) -> bool:
         cached = self._module_cache.get(name)
@@ -60,16 +70,37 @@ class SiteFinder:
             self._module_cache[name] = cached
         return cached
 
+    def _skipped(self, code, frame) -> bool:
+        if self._version != _HELPER_VERSION[0]:
+            self._code_cache.clear()
+            self._version = _HELPER_VERSION[0]
+        skipped = code in _HELPER_CODES or self._module_skipped(frame.f_globals.get("__name__", ""), frame.f_globals)
+        self._code_cache[code] = skipped
+        return skipped
+
+    def _site(self, code, line) -> Site:
+        key = (code, line)
+        site = self._sites.get(key)
+        if site is None:
+            site = self._sites[key] = Site(code.co_filename, line, code.co_name)
+        return site
+
     def find(self, start_depth: int = 1) -> Site:
         frame = sys._getframe(start_depth)
+        cache = self._code_cache
+        if self._version != _HELPER_VERSION[0]:
+            cache.clear()
+            self._version = _HELPER_VERSION[0]
         last = None
         while frame is not None:
             code = frame.f_code
-            name = frame.f_globals.get("__name__", "")
-            if code not in _HELPER_CODES and not self._module_skipped(name, frame.f_globals):
-                return Site(code.co_filename, frame.f_lineno, code.co_name)
+            skipped = cache.get(code)
+            if skipped is None:
+                skipped = self._skipped(code, frame)
+            if not skipped:
+                return self._site(code, frame.f_lineno)
             last = frame
             frame = frame.f_back
         if last is not None:  # everything was a helper: report the outermost frame
-            return Site(last.f_code.co_filename, last.f_lineno, last.f_code.co_name)
+            return self._site(last.f_code, last.f_lineno)
         return Site("<unknown>", 0)

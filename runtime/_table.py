@@ -2,7 +2,7 @@
 
 Each record covers one storage, ``[data_ptr, data_ptr + nbytes)`` on one device, so a
 view or slice of a bound buffer (any tensor whose ``data_ptr`` falls inside) finds the
-record. A weak-reference finaliser on the storage removes the record when the storage
+record. A weak reference on the storage, with a callback, removes the record when the storage
 is freed, so a later allocation at the same address is not mistaken for the old buffer.
 
 Registered memory segments (a NCCL mem pool registered with a group's communicator) are
@@ -72,43 +72,67 @@ class _Intervals:
         return len(self.starts)
 
 
+_DEVICE_KEYS: dict = {}  # torch.device -> (type, index): tensor.device makes a new object each call
+
+
 def _device_key(tensor):
     dev = tensor.device
-    return (dev.type, dev.index)
+    key = _DEVICE_KEYS.get(dev)
+    if key is None:
+        key = _DEVICE_KEYS[dev] = (dev.type, dev.index)
+    return key
 
 
 class BindingTable:
     def __init__(self):
-        self._lock = threading.Lock()
+        # Re-entrant: a storage freed by a garbage collection that runs while the lock is
+        # held calls _freed on the same thread.
+        self._lock = threading.RLock()
         self._buffers: dict[tuple, _Intervals] = {}
         self._segments: dict[tuple, _Intervals] = {}
+        # One weak reference per bound storage, its callback clearing the record when the
+        # storage is freed (cheaper than weakref.finalize); ref -> (device, start, record).
+        self._refs: dict = {}
 
     # -- buffers -------------------------------------------------------------------
     def bind(self, tensor, alloc_group, site, registered=(), pool=None, block=None):
         storage = tensor.untyped_storage()
-        start, nbytes = storage.data_ptr(), storage.nbytes()
+        return self.bind_storage(storage, storage.data_ptr(), storage.nbytes(), _device_key(tensor),
+                                 alloc_group, site, registered, pool, block)
+
+    def bind_storage(self, storage, start, nbytes, dev, alloc_group, site, registered=(), pool=None, block=None):
+        """:meth:`bind` with the storage, its address, size and device key already known."""
         if nbytes == 0 or start == 0:
             return None
-        dev = _device_key(tensor)
         rec = Record(start, start + nbytes, dev, alloc_group, site, registered, pool, block)
+        ref = weakref.ref(storage, self._freed)
         with self._lock:
             self._buffers.setdefault(dev, _Intervals()).put(start, start + nbytes, rec)
-        weakref.finalize(storage, self._freed, dev, start, weakref.ref(rec))
+            self._refs[ref] = (dev, start, rec)
         return rec
 
-    def _freed(self, dev, start, rec_ref):
-        rec = rec_ref()
+    def _freed(self, ref):
         with self._lock:
+            entry = self._refs.pop(ref, None)
+            if entry is None:
+                return
+            dev, start, rec = entry
             table = self._buffers.get(dev)
-            if table is not None and rec is not None:
+            # Only a record still in the table: one replaced by a later binding of the
+            # same memory (or dropped by clear()) is not released again.
+            live = table is not None and table.items.get(start) is rec
+            if live:
                 table.remove(start, rec)
-        if rec is not None and rec.pool is not None:
+        if live and rec.pool is not None:
             rec.pool._release(rec.block)
 
     def lookup(self, tensor):
         """The record and the registered-segment groups of the memory ``tensor`` views."""
-        table = self._buffers.get(_device_key(tensor))
-        segs = self._segments.get(_device_key(tensor))
+        if not self._buffers and not self._segments:
+            return None, None
+        dev = _device_key(tensor)
+        table = self._buffers.get(dev)
+        segs = self._segments.get(dev)
         if table is None and segs is None:
             return None, None
         addr = tensor.data_ptr()
@@ -122,6 +146,10 @@ class BindingTable:
             return False
         rec = table.get(tensor.untyped_storage().data_ptr())
         return rec is not None
+
+    def has_address(self, dev, addr) -> bool:
+        table = self._buffers.get(dev)
+        return bool(table) and table.get(addr) is not None
 
     def buffer_count(self) -> int:
         return sum(len(t) for t in self._buffers.values())
@@ -146,3 +174,4 @@ class BindingTable:
         with self._lock:
             self._buffers.clear()
             self._segments.clear()
+            self._refs.clear()

@@ -314,3 +314,68 @@ def test_group_labels(groups):
     runtime.name_group(g, "attn_cp")
     assert runtime.group_label(g) == "attn_cp"
     assert runtime.group_label(a) == "a"
+
+
+def test_fast_passing_path_agrees_with_the_full_verdict(groups):
+    """Every combination of allocation group, registrations and registered segment: the
+    collective reports a violation exactly when the full verdict finds one."""
+    import itertools
+
+    a, b = groups
+    shim_groups = (None, a, b)
+    regs = ((), (a,), (b,), (a, b))
+    for alloc, registered, seg, pg in itertools.product(shim_groups, regs, (None, a, b), (a, b)):
+        t = torch.ones(16)
+        dev = ("cpu", None)
+        storage = t.untyped_storage()
+        rec = _shim.TABLE.bind(t, alloc, runtime.Site("x.py", 1), registered)
+        if seg is not None:
+            _shim.TABLE.register_segment(dev, storage.data_ptr(), storage.nbytes(), seg)
+        try:
+            shim = _shim._Shim("report", (), False, 1.0, (), ())
+            got_rec, got_seg = _shim.TABLE.lookup(t)
+            assert got_rec is rec
+            expected = shim._verdict("all_reduce", t, got_rec, got_seg, pg) is not None
+            runtime.clear_violations()
+            with runtime.enforce("report") as ctx:
+                dist.all_reduce(t, group=pg)
+            assert bool(ctx.violations) == expected, (alloc, registered, seg, pg)
+        finally:
+            if seg is not None:
+                _shim.TABLE.drop_segment(dev, storage.data_ptr())
+            del t, storage
+            gc.collect()
+
+
+def test_helper_declared_after_its_frames_were_seen(groups):
+    a, b = groups
+
+    def late_helper():
+        with runtime.simulated_symmetric_memory(a):
+            return torch.ones(4)
+
+    first = late_helper()
+    runtime.helper(late_helper)  # declared after the finder has cached its frame as user code
+    buf = late_helper(); line = _line()  # noqa: E702
+    with runtime.enforce("report") as ctx:
+        dist.all_reduce(buf, group=b)
+    assert ctx.violations[0].line == line
+    del first
+
+
+def test_binding_bookkeeping_does_not_dispatch_through_other_modes(groups):
+    """Allocating in a bound context: modes below see the allocation, not the shim's own
+    storage and address queries (each would be a full dispatch, e.g. through the shim)."""
+    a, _ = groups
+    seen = []
+
+    class Counting(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
+        with runtime.simulated_symmetric_memory(a):
+            t = torch.empty(32)
+    assert seen == ["empty"], seen
+    assert _shim.TABLE.lookup(t)[0].alloc_group is a
