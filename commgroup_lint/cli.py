@@ -21,7 +21,8 @@ from commgroup_lint.discovery import PathNotFound, discover
 from commgroup_lint.docs import render_rule_doc
 from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
-from commgroup_lint.engine import Linter, LintResult, default_jobs
+from commgroup_lint.engine import Linter, LintResult
+from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.options import (
     anchored_patterns, progress_reporter, resolve_selection, statistics,
 )
@@ -84,14 +85,13 @@ def main() -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what --fix would change; write nothing.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache (.commgroup_lint_cache/).")
-@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=False,
-              help="Worker processes (default: the number of cores); every phase runs in one process "
-                   "for now, as splitting measured slower (README, Performance).")
+@click.option("--frontend", type=click.Choice(FRONTENDS), default="ast", show_default=True,
+              help="The parser the analysis reads: CPython's (fast) or libcst (the reference; same findings).")
 def check(paths: Sequence[str], output_format: str, select: str | None, extend_select: str | None,
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           config_path: str | None, profile_name: str | None, output_file: str | None, statistics: bool,
           exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool, diff: bool, no_cache: bool = False,
-          jobs: int = 0) -> None:
+          frontend: str = "ast") -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
@@ -113,7 +113,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
     if fix and diff:
         raise UserError("--fix and --diff cannot be combined: --diff shows what --fix would write")
     def lint() -> tuple[Linter, LintResult]:
-        linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores, jobs=jobs or default_jobs())
+        linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores, frontend=frontend)
         if not no_cache:
             linter.cache = Cache(cache_directory(config.path), cache_key(*linter.cache_settings()))
         with progress_reporter(len(files), quiet) as advance:

@@ -10,7 +10,6 @@ reused by the check when still valid, and, with a `Cache`, across runs.
 from __future__ import annotations
 
 import gc
-import os
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
@@ -54,7 +53,7 @@ class LintResult:
 class Linter:
     def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
                  per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True,
-                 cache: Cache | None = None, jobs: int = 1) -> None:
+                 cache: Cache | None = None, frontend: str = "ast") -> None:
         self.api = Api(profile)
         self.recorder = Recorder(self.api)
         self.selection = selection
@@ -64,11 +63,11 @@ class Linter:
         self._index: SummaryIndex | None = None
         self.gate = gate  # False: parse and analyse every file, even those naming no allocator (robustness runs)
         self.cache = cache  # None: no cache
-        self.jobs = max(1, jobs)  # worker processes for reading and decoding (see `parallel`)
+        self.frontend = frontend  # the parser that builds the IR: "ast" (fast) or "cst" (libcst, the reference)
 
     def cache_settings(self) -> tuple[object, ...]:
         """What, besides the tool's own source, decides a cached result."""
-        return (self.api.profile, self.selection, self.per_file_ignores, self.gate)
+        return (self.api.profile, self.selection, self.per_file_ignores, self.gate, self.frontend)
 
     def _gate_words(self) -> set[str]:
         """Only code that names an allocator can hold a finding: allocation sites, and the
@@ -80,7 +79,7 @@ class Linter:
               memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
               digests: dict[str, bytes] | None = None) -> None:
         """Summarise the scanned code's own helpers before any file is checked."""
-        index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args))
+        index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
         mentions = mentions or Mentions({s.display: s.text for s in sources})
         digests = digests or {}
         index.build([ModuleSource(s.path, s.display, s.text, digests.get(s.display, b"")) for s in sources], mentions)
@@ -107,7 +106,7 @@ class Linter:
         sources: list[SourceFile] = []
         digests: dict[str, bytes] = {}
         exact: set[str] = set()
-        for item, read in _read_all(files, self.jobs):
+        for item, read in _read_all(files):
             result.files_checked += 1
             if isinstance(read, SourceError):
                 enabled = self.enabled_for(item.display)
@@ -199,7 +198,7 @@ class Linter:
                 if index is not None and source.display in index.sources and index.sources[source.display].text == source.text:
                     indexed = index.module(source.display)
                 else:  # not indexed, or a fix changed it
-                    indexed = index_module(source.path, source.display, source.text)
+                    indexed = index_module(source.path, source.display, source.text, self.frontend)
             except ParseFailure as failure:
                 yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
                 return
@@ -309,11 +308,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def default_jobs() -> int:
-    return os.cpu_count() or 1
-
-
-def _read_all(files: list[Discovered], jobs: int) -> Iterator[tuple[Discovered, SourceFile | SourceError]]:
+def _read_all(files: list[Discovered]) -> Iterator[tuple[Discovered, SourceFile | SourceError]]:
     for item in files:
         try:
             yield item, read_source(item.path, item.display)

@@ -1,19 +1,20 @@
 """Parsing a source file into the IR, with every failure turned into a readable reason.
 
-CPython's parser is the fast path: it gives the precise syntax error, and its tree is
-lowered to the IR the analysis runs on. libcst parses only the files a fix edits, after a
-nesting check (its native parser can overflow the stack on deeply nested code).
+Two front ends lower into the same IR. CPython's parser (`ast`, the default) is the fast
+one and gives the precise syntax error. libcst (`cst`) is the reference: slower, the same
+findings (a test holds the two to it). CPython parses first either way, so libcst, whose
+native parser can overflow the stack on deeply nested code, only sees shallow files.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.lower_ast import lower_ast
 from commgroup_lint.analysis.lower_cst import lower_cst
 
 MAX_NESTING = 300  # expression/statement depth beyond which a file is reported, not analysed
@@ -25,10 +26,7 @@ class ParseFailure(Exception):
         self.reason, self.line, self.column = reason, line, column
 
 
-@dataclass(frozen=True)
-class ParsedFile:
-    module: ir.Module
-    cst_module: cst.Module
+FRONTENDS = ("ast", "cst")
 
 
 def parse_python(text: str, display: str) -> ast.Module:
@@ -52,16 +50,21 @@ def nesting_depth(tree: ast.AST) -> int:
     return deepest
 
 
-def parse_cst(text: str, display: str) -> ParsedFile:
-    """The libcst tree and its IR (for fixes, which edit the CST)."""
-    depth = nesting_depth(parse_python(text, display))
+def lower(text: str, display: str, frontend: str = "ast") -> ir.Module:
+    """The file's IR, through the chosen front end; raises `ParseFailure`."""
+    tree = parse_python(text, display)
+    try:
+        return lower_ast(tree, text) if frontend == "ast" else _lower_with_libcst(text, tree)
+    except RecursionError:
+        raise ParseFailure("nested too deeply to analyse") from None
+
+
+def _lower_with_libcst(text: str, tree: ast.Module) -> ir.Module:
+    depth = nesting_depth(tree)
     if depth > MAX_NESTING:
         raise ParseFailure(f"nested {depth} levels deep (more than {MAX_NESTING}); too deep to analyse")
     try:
         wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        return ParsedFile(lower_cst(wrapper.module, positions), wrapper.module)
+        return lower_cst(wrapper.module, wrapper.resolve(PositionProvider))
     except cst.ParserSyntaxError as err:
         raise ParseFailure(f"libcst cannot parse this file: {err.message}", err.raw_line, err.raw_column + 1) from None
-    except RecursionError:
-        raise ParseFailure("nested too deeply to analyse") from None

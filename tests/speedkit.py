@@ -1,4 +1,4 @@
-"""A generated corpus and a findings digest for the speed tests (gate, cache, jobs)."""
+"""A generated corpus and a findings digest for the speed tests (gate, cache, front end)."""
 
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def generate(root: Path, count: int = 300, seed: int = 0) -> Path:
     return pkg
 
 
-def linter(gate: bool = True, jobs: int = 1, cache_dir: Path | None = None) -> Linter:
-    lint = Linter(load_shipped("sglang"), RuleSelection(("CGL",)), gate=gate, jobs=jobs)
+def linter(gate: bool = True, cache_dir: Path | None = None, frontend: str = "ast") -> Linter:
+    lint = Linter(load_shipped("sglang"), RuleSelection(("CGL",)), gate=gate, frontend=frontend)
     if cache_dir is not None:
         lint.cache = Cache(cache_dir, cache_key(*lint.cache_settings()))
     return lint

@@ -44,7 +44,7 @@ def test_fixtures_cold_and_warm(tmp_path: Path, gate: bool) -> None:
     expected = check([FIXTURES], gate=gate)
     for _ in range(2):
         assert check([FIXTURES], gate=gate, cache_dir=tmp_path / "c") == expected
-        assert check([FIXTURES], gate=gate, cache_dir=tmp_path / "c", jobs=2) == expected
+        assert check([FIXTURES], gate=gate, cache_dir=tmp_path / "c", frontend="cst") == expected
 
 
 @pytest.mark.parametrize("edit", [
@@ -156,8 +156,8 @@ def test_cli_cache_next_to_the_configuration(tmp_path: Path, monkeypatch: pytest
     assert (elsewhere / DIRECTORY).is_dir()  # no configuration: the current directory
 
 
-def test_cli_jobs_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_frontend_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    outputs = {CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--jobs", j, str(FIXTURES)]).stdout
-               for j in ("1", "2")}
+    outputs = {CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--frontend", f, str(FIXTURES)]).stdout
+               for f in ("ast", "cst")}
     assert len(outputs) == 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, lint_paths
+from lintkit import FIXTURES, lint_paths
 
 STATIC = FIXTURES / "static"
 PACKAGES = FIXTURES / "packages"

@@ -10,7 +10,7 @@ from commgroup_lint.fixer import fix_result
 from commgroup_lint.model import RuleSelection
 from commgroup_lint.profile import load_shipped
 from commgroup_lint.rule import all_rules
-from conftest import lint_text
+from lintkit import lint_text
 
 ENGINE_REPORTED = {"CGL100", "CGL101"}  # produced by suppression handling, tested in test_suppressions
 

@@ -162,7 +162,11 @@ class _AstLowerer:
         ]
         if a.kwarg:
             params.append(ir.Param("**" + a.kwarg.arg, None, self.span(a.kwarg)))
-        def_span = ir.Span(node.lineno, span.col, span.end_line, span.end_col)
+        # the `def` line up to the end of the name, as the libcst front end spans it
+        header = self._lines[node.lineno - 1] if node.lineno <= len(self._lines) else ""
+        name = re.search(rf"\bdef\s+({re.escape(node.name)})\b", header)
+        name_end = name.end(1) if name else span.col
+        def_span = ir.Span(node.lineno, span.col, node.lineno, name_end)
         return ir.FunctionDef(
             node.name, tuple(params), self.body(node.body), tuple(self.expr(d) for d in node.decorator_list), def_span
         )

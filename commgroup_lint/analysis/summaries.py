@@ -20,11 +20,10 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Allocator, Api
 from commgroup_lint.analysis.facts import BufferFact, FunctionFacts, GroupFact
 from commgroup_lint.analysis.flow import FunctionFlow, known_groups
-from commgroup_lint.analysis.lower_ast import lower_ast
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
 from commgroup_lint.analysis.recording import Lookups, Recorder
-from commgroup_lint.parsing import ParseFailure, parse_python
+from commgroup_lint.parsing import ParseFailure, lower
 from commgroup_lint.profile import BufferParam, Collective, GroupParam
 
 MAX_ROUNDS = 4  # summaries of helpers calling helpers settle in a few rounds; recursion is cut here
@@ -134,8 +133,9 @@ class SummaryIndex:
 
     def __init__(self, api: Api, recorder: Recorder | None = None,
                  memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
-                 analyze: Callable[..., list[FunctionFacts]] | None = None) -> None:
+                 analyze: Callable[..., list[FunctionFacts]] | None = None, frontend: str = "ast") -> None:
         self.api = api
+        self.frontend = frontend
         self._analyze = analyze or analyze_module
         self.recorder = recorder or Recorder(api)
         self.memo = memo
@@ -199,7 +199,7 @@ class SummaryIndex:
             self.history[source.display] = list(cached)  # each checked against the Api before use
             return
         try:
-            module = index_module(source.path, source.display, source.text)
+            module = index_module(source.path, source.display, source.text, self.frontend)
         except ParseFailure:
             self.parse_failed.add(source.display)  # reported by the check, if the file can hold a finding
             return
@@ -211,7 +211,7 @@ class SummaryIndex:
         module = self.modules[display]
         if module is None:
             s = self.sources[display]
-            module = self.modules[display] = index_module(s.path, s.display, s.text)
+            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend)
         return module
 
     def _wanted(self) -> set[str]:
@@ -341,12 +341,8 @@ def _module_name(path: Path, real_dirs: dict[Path, Path]) -> str:
     return ".".join(parts) or path.stem
 
 
-def index_module(path: Path, display: str, text: str) -> IndexedModule:
-    """Parse with CPython's parser and lower to the IR; raises `ParseFailure`."""
-    tree = parse_python(text, display)
-    try:
-        module = lower_ast(tree, text)
-    except RecursionError:
-        raise ParseFailure("nested too deeply to analyse") from None
+def index_module(path: Path, display: str, text: str, frontend: str = "ast") -> IndexedModule:
+    """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`."""
+    module = lower(text, display, frontend)
     name, is_package = module_name_for(path)
     return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module, text)

@@ -3,8 +3,6 @@ import sys
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)  # the smoke model: ``import smoke_model``

@@ -1,10 +1,8 @@
-"""Shared helpers for the linter's tests."""
+"""Shared helpers for the linter's tests (a plain module: `conftest` names clash across folders)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from commgroup_lint.engine import Linter
 from commgroup_lint.model import Finding, RuleSelection
@@ -23,8 +21,3 @@ def lint_text(tmp_path: Path, text: str, name: str = "snippet.py", select: tuple
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return lint_paths(path, select=select)
-
-
-@pytest.fixture
-def lint(tmp_path: Path):
-    return lambda text, **kw: lint_text(tmp_path, text, **kw)
