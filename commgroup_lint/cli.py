@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from commgroup_lint import __version__
 from commgroup_lint.cache import Cache, cache_directory, cache_key
@@ -28,7 +26,6 @@ from commgroup_lint.options import (
 )
 from commgroup_lint.profile import Profile, ProfileError, load_shipped, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
-from commgroup_lint.reporters.text import print_findings, summary_line
 from commgroup_lint.rule import all_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -57,7 +54,13 @@ def parse_codes(value: str | None, option: str) -> tuple[str, ...]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="commgroup-lint")
 def main() -> None:
-    """Find and fix communication-group bugs in distributed PyTorch code."""
+    """Find and fix communication-group bugs in distributed PyTorch code.
+
+    \b
+    Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
+    (a path that does not exist, a bad configuration) or internal error.
+    Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
+    """
 
 
 @main.command()
@@ -175,6 +178,10 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         document = MACHINE_FORMATS[output_format](result)
     else:
         document = None
+    if document is None:  # rich only when text is printed: importing it costs a tenth of a warm run
+        from rich.console import Console
+
+        from commgroup_lint.reporters.text import print_findings, summary_line
     if document is None and output_file is None:
         console = Console(highlight=False)
         print_findings(console, result)
@@ -208,6 +215,9 @@ def _exit_code(result: LintResult) -> int:
 @main.command("rules")
 def list_rules() -> None:
     """List every rule with its code, name and summary."""
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table("Code", "Name", "Fix", "Summary", box=None)
     for rule in all_rules().rules:
         table.add_row(rule.code, rule.name, "yes" if rule.fixable else "", rule.summary)
