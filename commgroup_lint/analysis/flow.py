@@ -296,12 +296,9 @@ class FunctionFlow:
 
     # allocations and consumptions ---------------------------------------------------
     def argument(self, c: ir.Call, args: list[Value], where: GroupParam) -> Value | None:
-        for a, value in zip(c.args, args):
-            if a.keyword == where.param:
-                return value
-        positional = [v for a, v in zip(c.args, args) if a.keyword is None and not a.star]
-        if where.index is not None and where.index < len(positional):
-            return positional[where.index]
+        found = c.find_argument(where.param, where.index)
+        if found is not None:
+            return args[found]
         if c.has_star_args:
             return UNKNOWN_VALUE
         return None

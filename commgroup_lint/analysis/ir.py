@@ -54,9 +54,21 @@ class Call:
     span: Span = NO_SPAN
     source: Any = field(default=None, compare=False, repr=False)
 
-    @property
-    def positional(self) -> tuple["Expr", ...]:
-        return tuple(a.value for a in self.args if a.keyword is None and not a.star)
+    def find_argument(self, keyword: str, index: int | None) -> int | None:
+        """Which of `args` passes the parameter called `keyword` at position `index`; None when
+        no argument does or none can be told (positions after a `*args` are unknown)."""
+        for i, a in enumerate(self.args):
+            if a.keyword == keyword:
+                return i
+        position = 0
+        for i, a in enumerate(self.args):
+            if a.star == "*":
+                return None
+            if a.keyword is None and not a.star:
+                if position == index:
+                    return i
+                position += 1
+        return None
 
     def keyword(self, name: str) -> "Expr | None":
         for a in self.args:

@@ -74,13 +74,11 @@ def group_argument(allocation: Allocation, api: Api) -> tuple[ir.Expr, str | Non
     where = getattr(entry, "group", None)
     if where is None:
         return None
-    for arg in allocation.call.args:
-        if arg.keyword == where.param:
-            return arg.value, arg.keyword
-    positional = allocation.call.positional
-    if where.index is not None and where.index < len(positional):
-        return positional[where.index], None
-    return None
+    found = allocation.call.find_argument(where.param, where.index)
+    if found is None:
+        return None
+    arg = allocation.call.args[found]
+    return arg.value, arg.keyword
 
 
 def convention(site: Site, api: Api, imports: ImportTable) -> Convention | None:
