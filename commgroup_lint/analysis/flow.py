@@ -33,10 +33,11 @@ _SPLITTING_METHODS = frozenset({"split", "chunk", "tensor_split", "unbind"})
 Env = dict[str, Value]
 
 
-def join(a: Env, b: Env) -> Env:
+def join(a: Env, *others: Env) -> Env:
     out = dict(a)
-    for key, value in b.items():
-        out[key] = out[key] | value if key in out else value
+    for b in others:
+        for key, value in b.items():
+            out[key] = out[key] | value if key in out else value
     return out
 
 
@@ -156,16 +157,15 @@ class FunctionFlow:
     def try_(self, s: ir.Try) -> bool:
         start_env = self.env
         through = self.block(s.body) and self.block(s.orelse)
+        raised = join(start_env, self.env)  # each handler may start anywhere in the body, none after another
         ends: list[Env] = [self.env] if through else []
         for handler in s.handlers:
-            self.env = join(start_env, self.env)
+            self.env = dict(raised)
             if self.block(handler):
                 ends.append(self.env)
                 through = True
         if ends:
-            self.env = ends[0]
-            for e in ends[1:]:
-                self.env = join(self.env, e)
+            self.env = join(*ends)
         return self.block(s.finalbody) and through
 
     def bind(self, target: ir.Expr, value: Value, source: ir.Expr | None) -> None:
