@@ -55,11 +55,12 @@ _SHAREABLE = (GroupFact, SizeFact, CondFact)
 
 
 def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:
-    """Definitions at this level, including those under `if`/`try` (conditional definitions)."""
+    """Definitions at this level, including those under `if`/`try`/`except` (conditional definitions,
+    such as the fallback defined when an import fails)."""
     for stmt in body:
         if isinstance(stmt, kind):
             yield stmt
         elif isinstance(stmt, ir.If):
             yield from _definitions(stmt.body + stmt.orelse, kind)
         elif isinstance(stmt, ir.Try):
-            yield from _definitions(stmt.body + stmt.orelse + stmt.finalbody, kind)
+            yield from _definitions(stmt.body + sum(stmt.handlers, ()) + stmt.orelse + stmt.finalbody, kind)
