@@ -66,6 +66,7 @@ class FunctionFlow:
         self.statement: ir.Span = ir.NO_SPAN
         self._allocations: dict[int, Allocation] = {}
         self._seen: set[tuple[int, int]] = set()
+        self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
 
     # statements ------------------------------------------------------------------
     def run(self, body: Iterable[ir.Stmt]) -> None:
@@ -101,6 +102,8 @@ class FunctionFlow:
                 self.facts.returns.update(self.eval(s.value))
             return False
         elif isinstance(s, ir.Jump):
+            if s.kind in ("break", "continue") and self._jumps:
+                self._jumps[-1][s.kind].append(dict(self.env))
             return False
         elif isinstance(s, (ir.FunctionDef, ir.ClassDef)):
             self.env[s.name] = UNKNOWN_VALUE  # analysed on its own
@@ -130,16 +133,21 @@ class FunctionFlow:
     def loop(self, s: ir.Loop) -> None:
         iterated = self.eval(s.iter)
         start_env, start_cond = self.env, self.cond
-        if s.target is None:  # while: the test holds inside the body
-            self.cond = start_cond | self.literals(s.iter)[0]
+        # while: the test holds inside the body
+        body_cond = start_cond | self.literals(s.iter)[0] if s.target is None else start_cond
+        jumps: dict[str, list[Env]] = {"break": [], "continue": []}
+        self._jumps.append(jumps)
         for _ in range(2):
+            self.cond = body_cond
             if s.target is not None:
                 element = frozenset(f for f in iterated if isinstance(f, BufferFact)) or UNKNOWN_VALUE
                 self.bind(s.target, element, None)
-            self.block(s.body)
-            self.env = join(start_env, self.env)
+            through = self.block(s.body)
+            self.env = join(start_env, *([self.env] if through else []), *jumps["continue"])
+        self._jumps.pop()
         self.cond = start_cond
         self.block(s.orelse)
+        self.env = join(self.env, *jumps["break"])
 
     def with_(self, s: ir.With) -> None:
         entered: list[Allocation] = []
