@@ -81,8 +81,8 @@ class FunctionFlow:
         return True
 
     def stmt(self, s: ir.Stmt) -> bool:
-        if not isinstance(s, (ir.If, ir.Loop, ir.With, ir.Try, ir.FunctionDef, ir.ClassDef)):
-            self.statement = s.span
+        if not isinstance(s, (ir.Try, ir.FunctionDef, ir.ClassDef)):  # these evaluate nothing before their blocks
+            self.statement = s.span  # an `if`/`for`/`with` header runs first: a fix may insert before it
         if isinstance(s, ir.Assign):
             value = self.eval(s.value)
             for target in s.targets:
