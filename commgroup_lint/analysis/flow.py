@@ -20,7 +20,7 @@ from commgroup_lint.analysis.facts import (
     GroupFact, ParamFact, PathCondition, PathFact, SizeFact, Value,
 )
 from commgroup_lint.analysis.names import ImportTable
-from commgroup_lint.profile import GroupParam
+from commgroup_lint.profile import Collective, GroupParam
 
 # Tensor methods whose result shares the receiver's storage (a view keeps the binding).
 VIEW_METHODS = frozenset({
@@ -207,6 +207,9 @@ class FunctionFlow:
         if isinstance(e, ir.Subscript):
             base = self.eval(e.value)
             return frozenset(f for f in base if isinstance(f, (BufferFact, ParamFact))) or UNKNOWN_VALUE
+        if isinstance(e, ir.NamedExpr):
+            value = self.env[e.target] = self.eval(e.value)
+            return value
         if isinstance(e, ir.IfExpr):
             self.eval(e.test)
             return self.eval(e.body) | self.eval(e.orelse)
@@ -341,7 +344,7 @@ class FunctionFlow:
         self._allocations[id(c)] = allocation
         return allocation
 
-    def collective(self, name: str, c: ir.Call, args: list[Value], collective) -> None:  # noqa: ANN001
+    def collective(self, name: str, c: ir.Call, args: list[Value], collective: Collective) -> None:
         if collective.buffers:
             for bp in collective.buffers:
                 value = self.argument(c, args, GroupParam(bp.param, bp.index))

@@ -129,6 +129,15 @@ class Const:
 
 
 @dataclass(frozen=True, eq=False)
+class NamedExpr:
+    """`(target := value)`: binds the name and evaluates to the value."""
+
+    target: str
+    value: "Expr"
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
 class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited."""
 
@@ -136,7 +145,7 @@ class OtherExpr:
     span: Span = NO_SPAN
 
 
-Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, Not, Const, OtherExpr]
+Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, Not, Const, NamedExpr, OtherExpr]
 
 
 # Statements -------------------------------------------------------------------------

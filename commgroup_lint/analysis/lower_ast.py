@@ -87,6 +87,8 @@ class _AstLowerer:
             return ir.Not(self.expr(node.operand), span)
         if isinstance(node, ast.Constant):
             return ir.Const(node.value, span)
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            return ir.NamedExpr(node.target.id, self.expr(node.value), span)
         if isinstance(node, ast.Await):
             return self.expr(node.value)
         children = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))

@@ -65,7 +65,9 @@ class _CstLowerer:
             return ir.BoolOp(op, (self.expr(node.left), self.expr(node.right)), span)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
             return ir.Not(self.expr(node.expression), span)
-        if isinstance(node, cst.Integer):
+        if isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+            return ir.NamedExpr(node.target.value, self.expr(node.value), span)
+        if isinstance(node, (cst.Integer, cst.Float)):
             return ir.Const(node.evaluated_value, span)
         if isinstance(node, cst.SimpleString):
             return ir.Const(node.evaluated_value, span)
