@@ -13,6 +13,16 @@ A record is reused only for the same content, and an analysis or findings only w
 of its lookups gets the same answer in this run: when a summarised helper in another file
 changes, the files that asked about it are analysed again (see `analysis/recording.py`).
 
+The same content is known without reading the file when its `stat` is the one recorded
+(size, modification and change times in nanoseconds, inode), as git's index and ruff's
+cache do: a file whose `stat` matches is assumed to hold the bytes hashed when the record
+was made. Any write changes the change time, which `touch` and `os.utime` cannot set back, so a
+file rewritten with its old size and modification time is still read again. A `stat` is recorded only for a file
+last modified or changed at least `RACY_NS` before the run started ("racily clean" files,
+in git's words): within a timestamp's granularity a second write could leave it unchanged,
+so such a file is read again next time. A file that cannot be decoded keeps its reason
+(reported as CGL000 while its `stat` matches); one that cannot be read at all is not recorded.
+
 Written atomically (a temporary file renamed over the old one), so concurrent runs never see
 a partial file; the last writer wins. A file that cannot be read back exactly (truncated,
 corrupted, another version) is ignored; a directory that cannot be written means no cache.
@@ -26,6 +36,7 @@ import hashlib
 import io
 import os
 import pickle
+import stat as stat_module
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,8 +49,11 @@ from commgroup_lint.files import write_atomically
 from commgroup_lint.model import Finding
 
 DIRECTORY = ".commgroup_lint_cache"
-_MAGIC = b"commgroup-lint cache 2\n"
+_MAGIC = b"commgroup-lint cache 3\n"
 _DIGEST = 32
+RACY_NS = 2_000_000_000  # a file modified this close to a run is read again next time (FAT's 2 s timestamps)
+
+Stat = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,26 @@ class FileRecord:
     analyses: tuple[ModuleAnalysis, ...] = ()  # the index's, one per state it was analysed in (no facts);
     # one without entries or lookups: it does not parse
     result: CheckResult | None = None
+    stat: Stat | None = None  # the file's `stat` when its content was hashed; None: read it next time
+    error: str | None = None  # why its content cannot be decoded (a CGL000), when it cannot
+
+
+def file_stat(path: Path) -> Stat | None:
+    """What the shortcut compares (see the module's docstring); None for what is not a regular file."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat_module.S_ISREG(st.st_mode):
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def settled(stat: Stat | None, started_ns: int) -> Stat | None:
+    """`stat`, if it is old enough to be trusted in a later run (see `RACY_NS`), else None."""
+    if stat is None or max(stat[1], stat[2]) >= started_ns - RACY_NS:
+        return None
+    return stat
 
 
 def content_hash(raw: bytes) -> bytes:

@@ -5,11 +5,14 @@ read with libcst, which knows every spelling of an import."""
 
 from __future__ import annotations
 
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.model import Edit
 from commgroup_lint.source import SourceFile
+
+if TYPE_CHECKING:  # libcst is imported when an import statement is extended (its import costs 0.1 s)
+    import libcst as cst
 
 DEFAULT_LINE_LENGTH = 88
 
@@ -96,6 +99,8 @@ def add_import(source: SourceFile, module: ir.Module, package: str, name: str) -
 
 def extend_import(statement: str, name: str, source: SourceFile) -> str:
     """`from m import a, b` plus `name`, in the formatter's layout (sorted, split when too long)."""
+    import libcst as cst
+
     node = cst.parse_statement(statement + "\n")
     assert isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.ImportFrom)
     imp = node.body[0]
@@ -116,12 +121,16 @@ def extend_import(statement: str, name: str, source: SourceFile) -> str:
 
 
 def _alias_text(alias: cst.ImportAlias) -> str:
+    import libcst as cst
+
     return cst.Module([]).code_for_node(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
 
 
 def _append_line(statement: str, imp: cst.ImportFrom, name: str, newline: str) -> str | None:
     """`name,` on a line of its own just before the closing parenthesis, at the names' indentation,
     when the names end with a trailing comma and `)` starts its own line; None otherwise."""
+    import libcst as cst
+
     lines = statement.splitlines(keepends=True)
     names = list(imp.names)  # type: ignore[arg-type]
     if imp.lpar is None or len(lines) < 3 or not lines[-1].lstrip().startswith(")") or not isinstance(names[-1].comma, cst.Comma):
@@ -133,6 +142,8 @@ def _append_line(statement: str, imp: cst.ImportFrom, name: str, newline: str) -
 def _append_alias(imp: cst.ImportFrom, name: str, newline: str) -> str:
     """`name` after the last name, on its line (the last name's comma, and the comments after it, move
     to the new name; no other comment is copied)."""
+    import libcst as cst
+
     names = list(imp.names)  # type: ignore[arg-type]
     new = cst.ImportAlias(cst.Name(name), comma=names[-1].comma)
     names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))

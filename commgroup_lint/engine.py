@@ -5,31 +5,38 @@ undecodable file is still reported) but never parsed. Which files name which gat
 found by one substring search per word over all the text at once (then confirmed as a whole
 word), not by a regular expression per file. The index's analyses (see `SummaryIndex`) are
 reused by the check when still valid, and, with a `Cache`, across runs.
+
+With a cache, a file whose `stat` is the one recorded with its content hash is not read
+at all (see `cache`): its text is read only if something asks for it (a new gate word, an
+analysis that is no longer valid, a finding to show), and then checked against the hash.
+Its earlier result stands, an undecodable file's CGL000 included.
 """
 
 from __future__ import annotations
 
 import gc
 import re
+import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.summaries import IndexedModule, ModuleAnalysis, ModuleSource, SummaryIndex, index_module
 from commgroup_lint import suppressions
-from commgroup_lint.cache import Cache, CheckResult, FileRecord, content_hash
+from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.model import Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
 from commgroup_lint.rule import FileContext, Rule, all_rules
 from commgroup_lint.rules.cgl000_unreadable_file import UnreadableFile
-from commgroup_lint.source import SourceError, SourceFile, read_source
+from commgroup_lint.source import SourceError, SourceFile, decode, read_bytes
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,14 @@ class Linter:
               memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
               digests: dict[str, bytes] | None = None) -> None:
         """Summarise the scanned code's own helpers before any file is checked."""
-        index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
-        mentions = mentions or Mentions({s.display: s.text for s in sources})
         digests = digests or {}
-        index.build([ModuleSource(s.path, s.display, s.text, digests.get(s.display, b"")) for s in sources], mentions)
+        self._build_index([ModuleSource(s.path, s.display, s.text, digests.get(s.display, b"")) for s in sources],
+                          mentions or Mentions({s.display: s.text for s in sources}), memo)
+
+    def _build_index(self, modules: list[ModuleSource], mentions: "Mentions",
+                     memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None) -> None:
+        index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
+        index.build(modules, mentions)
         self._index = index
         self._gate = _word_pattern(self._gate_words())
 
@@ -96,56 +107,81 @@ class Linter:
 
     def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None) -> LintResult:
         """Check `files`; `progress` (if given) is called once per file as it is done."""
+        files = list(files)
+        counted = _Counted(progress)
         with _collector_paused():
-            return self._lint(list(files), progress)
+            try:
+                return self._lint(files, counted, trust_stat=True)
+            except _SourceChanged:
+                # A file left unread because its `stat` matched was read later in the run and
+                # its content was not what the cache says (a write racing the run): start again
+                # from a fresh `Api`, reading every file first.
+                self.api = Api(self.api.profile)
+                self.recorder = Recorder(self.api)
+                self._index = None
+                counted.skip = counted.done  # the progress bar has seen these already
+                counted.done = 0
+                return self._lint(files, counted, trust_stat=False)
 
-    def _lint(self, files: list[Discovered], progress: Callable[[], None] | None) -> LintResult:
+    def _lint(self, files: list[Discovered], progress: Callable[[], None], trust_stat: bool) -> LintResult:
         result = LintResult()
         caching = self.cache is not None
         old = self.cache.load() if self.cache is not None else {}
-        sources: list[SourceFile] = []
-        digests: dict[str, bytes] = {}
-        exact: set[str] = set()
-        for item, read in _read_all(files):
+        started = time.time_ns()
+        records: list[tuple[str, FileRecord]] = []
+        checked: list[_File] = []
+        for item in files:
             result.files_checked += 1
-            if isinstance(read, SourceError):
-                enabled = self.enabled_for(item.display)
-                result.findings += [f for f in self._unreadable(item.display, str(read)) if enabled(f.code)]
-                if progress is not None:
-                    progress()
-            else:
+            display = item.display
+            record = old.get(display)
+            if record is not None and record.path != str(item.path):
+                record = None
+            stat = file_stat(item.path) if caching else None
+            if trust_stat and stat is not None and record is not None and record.stat == stat:
+                if record.error is None:  # unchanged: read only if asked for
+                    checked.append(_File(item.path, display, record.digest, stat, record))
+                    continue
+                self._report_unreadable(result, display, record.error, progress)
+                records.append((display, record))
+                continue
+            try:
+                raw = read_bytes(item.path)
+            except SourceError as err:  # not recorded: the file system may answer otherwise next time
+                self._report_unreadable(result, display, str(err), progress)
+                continue
+            digest = content_hash(raw) if caching else b""
+            try:
+                text, encoding = decode(raw)
+            except SourceError as err:  # the content decides: recorded like a finding
+                self._report_unreadable(result, display, str(err), progress)
                 if caching:
-                    digests[read.display] = content_hash(read.raw)
-                # The raw bytes are needed again only to write a fix; most files encode back
-                # to them exactly, so those are dropped now and made again for the files with a fix.
-                if read.raw and read.encode(read.text) == read.raw:
-                    read = replace(read, raw=b"")
-                    exact.add(read.display)
-                sources.append(read)
-        reusable: dict[str, FileRecord] = {}
-        for s in sources:
-            record = old.get(s.display)
-            if record is not None and record.digest == digests[s.display] and record.path == str(s.path):
-                reusable[s.display] = record
-        mentions = Mentions({s.display: s.text for s in sources},
-                            {d: (r.checked, r.found) for d, r in reusable.items()})
+                    records.append((display, FileRecord(str(item.path), digest, stat=settled(stat, started), error=str(err))))
+                continue
+            if record is not None and (record.digest != digest or record.error is not None):
+                record = None
+            file = _File(item.path, display, digest, stat, record)
+            file.hold(SourceFile(item.path, display, text, encoding, raw))
+            checked.append(file)
+        by_display = {f.display: f for f in checked}
+        mentions = Mentions(_Texts(by_display),
+                            {f.display: (f.record.checked, f.record.found) for f in checked if f.record is not None})
 
         def memo(source: ModuleSource) -> tuple[ModuleAnalysis, ...]:
-            record = reusable.get(source.display)
+            record = by_display[source.display].record
             return record.analyses if record is not None else ()
 
-        self.index(sources, mentions, memo, digests)
+        self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo)
         words = self._gate_words()
         mentions(mentions.texts, words)  # all files at once, before asking file by file
-        records: list[tuple[str, FileRecord]] = []
-        for source in sources:
-            display = source.display
+        for file in checked:
+            display = file.display
             gated = not self.gate or bool(mentions([display], words))
-            record = reusable.get(display)
+            record = file.record
             cached = record.result if record is not None else None
             if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
                 findings, check = list(cached.findings), cached
             else:
+                source = file.source
                 log: Lookups = {}
                 outcomes = list(self._check(source, log)) if gated else []
                 errors = [o for o in outcomes if isinstance(o, InternalError)]
@@ -155,28 +191,39 @@ class Linter:
                 check = None if errors else CheckResult(gated, tuple(findings), log)
             result.findings += findings
             if findings:
-                result.sources[display] = source.text
+                result.sources[display] = file.source.text
             if any(f.fix is not None for f in findings):
-                result.fixable[display] = replace(source, raw=source.encode(source.text)) if display in exact else source
+                source = file.source
+                result.fixable[display] = replace(source, raw=source.encode(source.text)) if file.exact else source
             if caching:
-                records.append((display, self._record(source, digests[display], mentions, check)))
-            if progress is not None:
-                progress()
-        if self.cache is not None:
+                records.append((display, self._record(file, mentions, check, started)))
+            progress()
+        if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
             self.cache.save(records)
         result.findings.sort(key=lambda f: f.sort_key)
         return result
 
-    def _record(self, source: SourceFile, digest: bytes, mentions: "Mentions", check: CheckResult | None) -> FileRecord:
+    def _report_unreadable(self, result: LintResult, display: str, reason: str, progress: Callable[[], None]) -> None:
+        enabled = self.enabled_for(display)
+        result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
+        progress()
+
+    def _record(self, file: "_File", mentions: "Mentions", check: CheckResult | None, started: int) -> FileRecord:
         index = self._index
         analyses: tuple[ModuleAnalysis, ...] = ()
         if index is not None:
-            if source.display in index.parse_failed:
+            if file.display in index.parse_failed:
                 analyses = (ModuleAnalysis((), {}),)
             else:
-                analyses = tuple(ModuleAnalysis(a.entries, a.lookups) for a in index.history.get(source.display, ()))
-        checked, found = mentions.known(source.display)
-        return FileRecord(str(source.path), digest, checked, found, analyses, check)
+                analyses = tuple(ModuleAnalysis(a.entries, a.lookups) for a in index.history.get(file.display, ()))
+        checked, found = mentions.known(file.display)
+        stat = settled(file.stat, started)
+        old = file.record
+        if (old is not None and old.result is check and old.stat == stat and old.checked == checked
+                and old.found == found and len(old.analyses) == len(analyses)
+                and all(a.entries is b.entries and a.lookups is b.lookups for a, b in zip(old.analyses, analyses))):
+            return old  # nothing new: the same object, so that an unchanged cache is not written again
+        return FileRecord(str(file.path), file.digest, checked, found, analyses, check, stat)
 
     def lint_source(self, source: SourceFile) -> Iterator[Finding | InternalError]:
         if not self.needs_analysis(source.text):
@@ -188,14 +235,15 @@ class Linter:
         indexed: IndexedModule | None = None
         functions = None
         index = self._index
-        if index is not None and source.display in index.sources and index.sources[source.display].text == source.text:
+        same = index is not None and source.display in index.sources and _same_text(index.sources[source.display], source)
+        if same:
             analysis = index.current(source.display)
             if analysis is not None and analysis.facts is not None:  # the index's own, still valid: reuse it
                 indexed, functions = index.module(source.display), analysis.facts
                 log.update(merged(log, analysis.lookups))
         if indexed is None:
             try:
-                if index is not None and source.display in index.sources and index.sources[source.display].text == source.text:
+                if same:
                     indexed = index.module(source.display)
                 else:  # not indexed, or a fix changed it
                     indexed = index_module(source.path, source.display, source.text, self.frontend)
@@ -308,16 +356,105 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_all(files: list[Discovered]) -> Iterator[tuple[Discovered, SourceFile | SourceError]]:
-    for item in files:
-        try:
-            yield item, read_source(item.path, item.display)
-        except SourceError as err:
-            yield item, err
-
-
 def _word_pattern(words: Iterable[str]) -> re.Pattern[str]:
     ordered = sorted(words, key=len, reverse=True)
     if not ordered:
         return re.compile(r"(?!x)x")
     return re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b")
+
+
+class _SourceChanged(BaseException):
+    """A file taken as unchanged by its `stat` does not hold the content the cache says.
+
+    A `BaseException`, so that it passes through the analysis's `except Exception` handlers
+    (which would take it for a bug in one module) up to `Linter.lint`, which starts again."""
+
+
+class _File:
+    """A file to check: read already, or (its `stat` unchanged since the cache recorded its
+    content hash) read when first asked for, and then held to that hash."""
+
+    __slots__ = ("path", "display", "digest", "stat", "record", "exact", "_source")
+
+    def __init__(self, path: Path, display: str, digest: bytes, stat: Stat | None, record: FileRecord | None) -> None:
+        self.path, self.display, self.digest, self.stat = path, display, digest, stat
+        self.record = record  # the cache's record of this content, if any
+        self.exact = False  # the text encodes back to the bytes exactly (they were dropped)
+        self._source: SourceFile | None = None
+
+    def hold(self, read: SourceFile) -> None:
+        # The raw bytes are needed again only to write a fix; most files encode back to them
+        # exactly, so those are dropped now and made again for the files with a fix.
+        if read.raw and read.encode(read.text) == read.raw:
+            read = replace(read, raw=b"")
+            self.exact = True
+        self._source = read
+
+    @property
+    def loaded(self) -> bool:
+        return self._source is not None
+
+    @property
+    def source(self) -> SourceFile:
+        if self._source is None:
+            try:
+                raw = read_bytes(self.path)
+                text, encoding = decode(raw)
+            except SourceError:
+                raise _SourceChanged(self.display) from None
+            if content_hash(raw) != self.digest:
+                raise _SourceChanged(self.display)
+            self.hold(SourceFile(self.path, self.display, text, encoding, raw))
+        assert self._source is not None
+        return self._source
+
+
+class _LazyModuleSource(ModuleSource):
+    """The index's view of a `_File`: its text read only when the index needs it (to parse a
+    module whose cached analysis is no longer valid)."""
+
+    def __init__(self, file: _File) -> None:  # noqa: D107 - the dataclass fields, set as a frozen one would
+        object.__setattr__(self, "path", file.path)
+        object.__setattr__(self, "display", file.display)
+        object.__setattr__(self, "digest", file.digest)
+        object.__setattr__(self, "file", file)
+
+    @property  # type: ignore[override]
+    def text(self) -> str:
+        return self.file.source.text  # type: ignore[attr-defined]
+
+
+def _same_text(indexed: ModuleSource, source: SourceFile) -> bool:
+    """Whether the index's module is `source` as it is now (a fix changes the text)."""
+    try:
+        return indexed.text == source.text
+    except _SourceChanged:  # asked after the run (a fix's re-check) about a file changed since
+        return False
+
+
+class _Texts(Mapping[str, str]):
+    """The files' texts by display path for `Mentions`, each read only when searched."""
+
+    def __init__(self, files: dict[str, _File]) -> None:
+        self._files = files
+
+    def __getitem__(self, display: str) -> str:
+        return self._files[display].source.text
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+class _Counted:
+    """A progress callback that counts, and skips the calls a restarted run repeats."""
+
+    def __init__(self, progress: Callable[[], None] | None) -> None:
+        self.progress, self.done, self.skip = progress, 0, 0
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.progress is not None and self.done > self.skip:
+            self.progress()

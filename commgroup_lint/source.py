@@ -83,9 +83,10 @@ def decode(raw: bytes) -> tuple[str, str]:
     return text, encoding
 
 
-def read_source(path: Path, display: str) -> SourceFile:
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; raises `SourceError` saying why they cannot be read."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         if path.is_symlink():
             raise SourceError("broken symbolic link (its target does not exist)") from None
@@ -96,5 +97,9 @@ def read_source(path: Path, display: str) -> SourceFile:
         raise SourceError("permission denied; make the file readable or exclude it") from None
     except OSError as err:
         raise SourceError(f"cannot be read: {err.strerror or err}") from None
+
+
+def read_source(path: Path, display: str) -> SourceFile:
+    raw = read_bytes(path)
     text, encoding = decode(raw)
     return SourceFile(path, display, text, encoding, raw)

@@ -11,6 +11,7 @@ same name, so an old release is checked against its own helpers.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class SummaryIndex:
         self.parse_failed: set[str] = set()
         self.failed: set[str] = set()  # the analysis raised (a bug, reported by the check)
         self._profile_allocators = set(api.profile.allocators)
+        self._installed: tuple[list[tuple[str, Summary]], list[str]] | None = None  # what `_install` did last
 
     def allocator_words(self) -> set[str]:
         return {_final(n) for n in (*self.api.allocators.names(), *self.api.contexts.names())}
@@ -171,7 +173,7 @@ class SummaryIndex:
             texts = {d: s.text for d, s in pending.items()}
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         by_module: dict[str, str] | None = None
-        real_dirs: dict[Path, Path] = {}
+        prefixes: dict[str, tuple[str, ...]] = {}
         words: set[str] = set()
         for _ in range(MAX_HOPS):
             new_words = self.allocator_words() - words
@@ -179,7 +181,7 @@ class SummaryIndex:
             chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if by_module is None:
-                    by_module = {_module_name(s.path, real_dirs): display for display, s in pending.items()}
+                    by_module = {_module_name(s.path, prefixes): display for display, s in pending.items()}
                 chosen |= {d for d in _defining(self._wanted(), by_module) if d in pending}
             if not chosen:
                 break
@@ -293,13 +295,20 @@ class SummaryIndex:
                 self.api.collectives.override({name: Collective(buffers=summary.consumes)})
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
+        hidden = []
         for name, params in definitions.items():
             entry = self.api.allocators.get(name)
             if entry is None or entry.group is None or name in found and found[name].allocator or self.api.is_pinned(name):
                 continue
             if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(params, entry.group.param):
                 self.api.allocators.hide(name)
-        self.recorder.changed()
+                hidden.append(name)
+        # The same overrides and hides, in the same order, as the last time leave the `Api` as
+        # it was (each sets entries to fixed values): the answers `valid` remembers still hold.
+        installed = (list(found.items()), hidden)
+        if installed != self._installed:
+            self._installed = installed
+            self.recorder.changed()
 
 
 def _takes(params: tuple[str, ...], param: str) -> bool:
@@ -328,17 +337,21 @@ def _defining(names: set[str], by_module: dict[str, str]) -> set[str]:
     return found
 
 
-def _module_name(path: Path, real_dirs: dict[Path, Path]) -> str:
-    """`module_name_for(path)[0]`, resolving each directory once rather than every file's path."""
-    if path.is_symlink():
+def _module_name(path: Path, prefixes: dict[str, tuple[str, ...]]) -> str:
+    """`module_name_for(path)[0]`, resolving each directory (and finding its package) once
+    rather than for every file; plain strings, as this runs for every scanned file."""
+    text = os.fspath(path)
+    if os.path.islink(text):
         return module_name_for(path)[0]
-    directory = real_dirs.get(path.parent)
-    if directory is None:
-        directory = real_dirs[path.parent] = path.parent.resolve()
-    is_package = path.name == "__init__.py"
-    prefix = _package_prefix(directory)
-    parts = [*prefix] if is_package else [*prefix, path.stem]
-    return ".".join(parts) or path.stem
+    head, slash, name = text.rpartition("/")
+    parent = head or ("/" if slash else ".")
+    prefix = prefixes.get(parent)
+    if prefix is None:
+        prefix = prefixes[parent] = _package_prefix(Path(parent).resolve())
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name  # as `Path.stem`
+    parts = [*prefix] if name == "__init__.py" else [*prefix, stem]
+    return ".".join(parts) or stem
 
 
 def index_module(path: Path, display: str, text: str, frontend: str = "ast") -> IndexedModule:
