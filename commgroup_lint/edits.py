@@ -5,11 +5,14 @@ read with libcst, which knows every spelling of an import."""
 
 from __future__ import annotations
 
+import io
+import tokenize
+
 from typing import TYPE_CHECKING
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.model import Edit
-from commgroup_lint.source import SourceFile
+from commgroup_lint.source import SourceFile, line_starts
 
 if TYPE_CHECKING:  # libcst is imported when an import statement is extended (its import costs 0.1 s)
     import libcst as cst
@@ -38,12 +41,23 @@ def insert_argument(source: SourceFile, call: ir.Call, argument: str) -> Edit:
 
 
 def append_keyword(source: SourceFile, call: ir.Call, keyword: str, argument: str) -> Edit:
-    """Add `keyword=argument` after the last argument of `call`."""
-    last = call.args[-1].value.span if call.args else None
-    if last is None:
+    """Add `keyword=argument` as the last argument of `call`, just inside its closing parenthesis
+    (an argument's own span can stop short of its parentheses, as in `f((x))`)."""
+    if not call.args:
         return insert_argument(source, call, f"{keyword}={argument}")
-    end = source.offset(last.end_line, last.end_col)
-    return Edit(end, end, f", {keyword}={argument}")
+    start = source.offset(call.span.line, call.span.col)
+    snippet = source.text[start: source.offset(call.span.end_line, call.span.end_col)]
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(snippet).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER)]
+    except (tokenize.TokenError, SyntaxError):  # not expected for a call CPython parsed; stay safe
+        value = call.args[-1].value.span
+        end = source.offset(value.end_line, value.end_col)
+        return Edit(end, end, f", {keyword}={argument}")
+    last = tokens[-2]  # what precedes the call's closing `)`: the last argument, or its trailing comma
+    snippet_starts = line_starts(snippet)
+    end = start + snippet_starts[last.end[0] - 1] + last.end[1]
+    return Edit(end, end, f" {keyword}={argument}" if last.string == "," else f", {keyword}={argument}")
 
 
 def indentation(source: SourceFile, line: int) -> str:
