@@ -196,7 +196,9 @@ def test_deeply_nested_expressions(tree: Path, name: str, expression: str, messa
     if message is None:
         assert bad == [] and rc == 1
         return
-    assert len(bad) == 1 and bad[0][1:2] == ("CGL000",) and bad[0][4] == message
+    # Python 3.10's parser builds some trees 3.11 refuses; then the lowering refuses them instead
+    accepted = {message, TOO_DEEP_ANALYSIS} if message == TOO_DEEP_PARSER and sys.version_info < (3, 11) else {message}
+    assert len(bad) == 1 and bad[0][1:2] == ("CGL000",) and bad[0][4] in accepted
     assert rc == 1 and stderr == ""
 
 
