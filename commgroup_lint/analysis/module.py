@@ -25,9 +25,12 @@ def _analyze_body(
     for fn in _definitions(body, ir.FunctionDef):
         by_name = top_level and (class_name is None or _is_static_or_class_method(fn))
         facts = FunctionFacts(f"{prefix}.{fn.name}", fn, class_name, by_name)
-        FunctionFlow(api, imports, facts, fn.params, seed).run(fn.body)
+        flow = FunctionFlow(api, imports, facts, fn.params, seed)
+        flow.run(fn.body)
         yield facts
-        yield from _analyze_body(fn.body, facts.qualname, None, {}, imports, api, top_level=False)
+        # a nested function sees the groups, sizes and flags its enclosing function chose (closures)
+        closure = {k: v for k, v in flow.env.items() if all(isinstance(f, _SHAREABLE) for f in v)}
+        yield from _analyze_body(fn.body, facts.qualname, None, closure, imports, api, top_level=False)
     for cls in _definitions(body, ir.ClassDef):
         yield from _analyze_class(cls, f"{prefix}.{cls.name}", imports, api, top_level)
 
