@@ -13,6 +13,7 @@ import os
 import pytest
 
 pytest.importorskip("torch")
+pytest.importorskip("libcst")  # the static half; the GPU machine has torch only
 
 from rt_launch import launch  # noqa: E402
 from rt_seeded import SMOKE_DIR, seeded  # noqa: E402
