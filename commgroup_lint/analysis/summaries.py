@@ -172,17 +172,16 @@ class SummaryIndex:
         if mentions is None:
             texts = {d: s.text for d, s in pending.items()}
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
-        by_module: dict[str, str] | None = None
-        prefixes: dict[str, tuple[str, ...]] = {}
+        modules: _ModuleFinder | None = None
         words: set[str] = set()
         for _ in range(MAX_HOPS):
             new_words = self.allocator_words() - words
             words |= new_words
             chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
-                if by_module is None:
-                    by_module = {_module_name(s.path, prefixes): display for display, s in pending.items()}
-                chosen |= {d for d in _defining(self._wanted(), by_module) if d in pending}
+                if modules is None:
+                    modules = _ModuleFinder({display: s.path for display, s in pending.items()})
+                chosen |= {d for d in _defining(self._wanted(), modules) if d in pending}
             if not chosen:
                 break
             for display in sorted(chosen):  # sorted: the order decides between duplicate definitions
@@ -324,13 +323,36 @@ def _mentioning(pending: dict[str, tuple[Path | None, str]], words: set[str]) ->
     return {display for display, (_, text) in pending.items() if any(w in text for w in words) and pattern.search(text)}
 
 
-def _defining(names: set[str], by_module: dict[str, str]) -> set[str]:
+class _ModuleFinder:
+    """Which scanned file is a module: files are grouped by their last name part (a package's
+    `__init__.py` by its directory), so only the few candidates get their full module name
+    worked out, not every scanned file."""
+
+    def __init__(self, paths: dict[str, Path]) -> None:
+        self._paths = paths
+        self._by_last: dict[str, list[str]] | None = None
+        self._prefixes: dict[str, tuple[str, ...]] = {}
+
+    def get(self, module: str) -> str | None:
+        if self._by_last is None:
+            self._by_last = {}
+            for display, path in self._paths.items():
+                stem = path.stem if path.name != "__init__.py" else path.parent.name
+                self._by_last.setdefault(stem, []).append(display)
+        found = None
+        for display in self._by_last.get(module.rpartition(".")[2], ()):
+            if _module_name(self._paths[display], self._prefixes) == module:
+                found = display  # the last one, as a dict built over all files would keep
+        return found
+
+
+def _defining(names: set[str], modules: _ModuleFinder) -> set[str]:
     """The files of the modules that define `names` (`pkg.mod.func`, `pkg.mod.Class.method`)."""
     found = set()
     for name in names:
         parts = name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
-            display = by_module.get(".".join(parts[:cut]))
+            display = modules.get(".".join(parts[:cut]))
             if display is not None:
                 found.add(display)
                 break
