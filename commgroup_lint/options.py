@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator

@@ -25,10 +25,8 @@ Make the file valid Python (or give it a coding line), or exclude it from the ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from commgroup_lint.model import Finding, Position
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid
+from commgroup_lint.rule import Invalid, Rule, Valid
 
 
 class UnreadableFile(Rule):
@@ -40,10 +38,6 @@ class UnreadableFile(Rule):
         Invalid("from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
                 "def forward(x:\n    return get_local_dp_buffer(x)\n", line=2),
     ]
-
-    def check(self, ctx: FileContext) -> Iterator[Finding]:
-        """Nothing to do on a file that parsed: the engine reports the files that did not."""
-        return iter(())
 
     @classmethod
     def report(cls, display: str, reason: str, line: int = 1, column: int = 1) -> Finding:

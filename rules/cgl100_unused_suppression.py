@@ -26,10 +26,8 @@ Delete the code from the comment, or the whole comment when no code is left.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from commgroup_lint.model import Finding, Position, Severity
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid
+from commgroup_lint.rule import Invalid, Rule, Valid
 
 _IMPORTS = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
 
@@ -49,10 +47,6 @@ class UnusedSuppression(Rule):
         Invalid("# commgroup-lint: ignore-file[CGL002]\nx = 1\n", line=1),
         Invalid("x = 1  # commgroup-lint: ignore[CGL999]\n", line=1),
     ]
-
-    def check(self, ctx: FileContext) -> Iterator[Finding]:
-        """Nothing to do here: the engine reports unused suppressions once the rules have run."""
-        return iter(())
 
     @classmethod
     def report(cls, display: str, line: int, column: int, end_column: int, code: str,

@@ -22,10 +22,8 @@ Name the codes to suppress: `# commgroup-lint: ignore[CGL001]`, or better, fix t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from commgroup_lint.model import Finding, Position
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid
+from commgroup_lint.rule import Invalid, Rule, Valid
 
 
 class BlanketSuppression(Rule):
@@ -42,10 +40,6 @@ class BlanketSuppression(Rule):
         Invalid("# commgroup-lint: ignore-file\nx = 1\n", line=1),
         Invalid("x = 1  # commgroup-lint: ignore[]\n", line=1),
     ]
-
-    def check(self, ctx: FileContext) -> Iterator[Finding]:
-        """Nothing to do here: the engine reports blanket suppressions while reading comments."""
-        return iter(())
 
     @classmethod
     def report(cls, display: str, line: int, column: int, end_column: int, file_level: bool) -> Finding:

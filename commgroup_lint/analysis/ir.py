@@ -7,6 +7,7 @@ dataflow is written once, against this IR, so both give the same answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -274,6 +275,14 @@ class OtherStmt:
 
 
 Stmt = Union[Assign, ExprStmt, If, Loop, With, Try, Return, Jump, FunctionDef, ClassDef, Import, OtherStmt]
+
+
+def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -> Stmt:
+    """`match` as a chain of `if`s with unknown tests: each case is a branch, one of them runs."""
+    chain: tuple[Stmt, ...] = ()
+    for body in reversed(cases):
+        chain = (If(OtherExpr((subject,)), body, chain, span),)
+    return chain[0] if chain else OtherStmt((subject,), span)
 
 
 @dataclass(frozen=True, eq=False)

@@ -174,11 +174,8 @@ class _AstLowerer:
         )
 
     def match(self, node: ast.stmt) -> ir.Stmt:
-        subject = self.expr(node.subject)  # type: ignore[attr-defined]
-        chain: tuple[ir.Stmt, ...] = ()
-        for case in reversed(node.cases):  # type: ignore[attr-defined]
-            chain = (ir.If(ir.OtherExpr((subject,)), self.body(case.body), chain, self.span(node)),)
-        return chain[0] if chain else ir.OtherStmt((subject,), self.span(node))
+        cases = [self.body(case.body) for case in node.cases]  # type: ignore[attr-defined]
+        return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))  # type: ignore[attr-defined]
 
 
 def lower_ast(tree: ast.Module, text: str) -> ir.Module:

@@ -145,11 +145,7 @@ class _CstLowerer:
         if isinstance(node, cst.ClassDef):
             return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name))
         if isinstance(node, cst.Match):
-            subject = self.expr(node.subject)
-            chain: tuple[ir.Stmt, ...] = ()
-            for case in reversed(node.cases):
-                chain = (ir.If(ir.OtherExpr((subject,)), self.body(case.body), chain, span),)
-            return chain[0] if chain else ir.OtherStmt((subject,), span)
+            return ir.match_as_ifs(self.expr(node.subject), [self.body(case.body) for case in node.cases], span)
         return ir.OtherStmt((), span)
 
     def orelse(self, node: cst.If | cst.Else | None) -> tuple[ir.Stmt, ...]:

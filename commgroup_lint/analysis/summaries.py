@@ -19,7 +19,7 @@ from pathlib import Path
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Allocator, Api
-from commgroup_lint.analysis.facts import BufferFact, FunctionFacts, GroupFact
+from commgroup_lint.analysis.facts import BufferFact, FunctionFacts
 from commgroup_lint.analysis.flow import FunctionFlow, known_groups
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
