@@ -1,27 +1,38 @@
 """Choosing the group a fix passes, and the edits that pass it.
 
 The group must be known from the code, in this order: the collective that consumes the
-buffer later in the function; the paired operation (a scatter's local buffer mirrors the
-gather that produced what it scatters); the sibling call sites' convention. Otherwise no
-fix is offered and the finding says why. Fixes from the code's own dataflow are safe; one
-copied from siblings is safe only when every sibling agrees.
+buffer (when every consumer runs on one group); the paired operation (a scatter's local
+buffer mirrors the gather that produced what it scatters); the sibling call sites'
+convention. Otherwise no fix is offered and the finding says why. Fixes from the code's own
+dataflow are safe; one copied from siblings is safe only when every sibling agrees, and a
+fix for a mismatch that depends on the configuration (the consumer's group is chosen by a
+condition) is always unsafe: it changes which group is used in some configuration.
+
+The group is spelled the way the file already spells it: the consumer's own group argument,
+a getter the file imports (or reaches through an imported module), else the getter of the
+engine whose API the file uses, imported from that engine's module.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
+from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.facts import Allocation, FunctionFacts
-from commgroup_lint.analysis.siblings import Convention, Site, convention, group_argument, selection_in_scope, siblings
+from commgroup_lint.analysis.facts import Allocation, Consumption, FunctionFacts, display_group, is_symbolic
+from commgroup_lint.analysis.siblings import (
+    Convention, Site, convention, group_argument, group_parameter, selection_in_scope, siblings,
+)
+from commgroup_lint.analysis.verdict import Mismatch
 from commgroup_lint.edits import (
-    add_import, append_keyword, insert_argument, insert_statement_before, replace_span, span_text, starts_line,
+    add_argument, add_import, append_keyword, insert_statement_before, replace_span, span_text, starts_line,
     statement_text,
 )
 from commgroup_lint.model import Applicability, Edit, Fix
+from commgroup_lint.profile import GroupInfo
 from commgroup_lint.rule import FileContext, format_groups
 
 
@@ -33,6 +44,7 @@ class Choice:
     origin: str  # for the description, or the reason no fix is offered
     safe: bool = True
     convention: Convention | None = None  # the siblings' convention, when copied from them
+    spelled: str | None = None  # how the consumer spells the group, when it names it itself
 
     @property
     def found(self) -> bool:
@@ -47,22 +59,33 @@ class FixPlanner:
     def _sites(self) -> dict[int, Site]:
         return {id(a.call): Site(a, fn) for fn in self.ctx.functions for a in fn.allocations}
 
+    @cached_property
+    def _consumptions(self) -> dict[int, list[Consumption]]:
+        found: dict[int, list[Consumption]] = {}
+        for fn in self.ctx.functions:
+            for c in fn.consumptions:
+                if c.groups:
+                    found.setdefault(id(c.allocation.call), []).append(c)
+        return found
+
     def site(self, allocation: Allocation) -> Site:
         return self._sites[id(allocation.call)]
 
     # where the group comes from -------------------------------------------------------
     def choose(self, allocation: Allocation, use_siblings: bool = True, consumer_only: bool = False) -> Choice:
-        site = self.site(allocation)
-        consumed = [c for c in site.function.consumptions if c.allocation.call is allocation.call and c.groups]
+        consumed = self._consumptions.get(id(allocation.call), [])
         reasons = []
         if consumed:
-            common = frozenset.intersection(*(c.groups for c in consumed))
+            groups = frozenset(g for c in consumed for g in c.group_names)
             first = consumed[0]
-            if len(common) == 1:
-                return Choice(next(iter(common)), f"the group of `{first.collective}` at line {first.call.span.line}")
-            reasons.append(f"its consumers run on {format_groups(frozenset().union(*(c.groups for c in consumed)))}")
+            if len(groups) == 1:
+                group = next(iter(groups))
+                return Choice(group, f"the group of `{first.collective}` at line {first.call.span.line}",
+                              spelled=self._consumer_spelling(consumed, group))
+            reasons.append(f"its consumers run on {format_groups(groups)}")
         if consumer_only:
-            return Choice(None, "; ".join(reasons) or "no collective consumes the buffer in this function")
+            return Choice(None, "; ".join(reasons) or "no collective consumes the buffer in this file")
+        site = self.site(allocation)
         paired = self._paired(site.function, allocation)
         if paired is not None:
             return paired
@@ -72,14 +95,15 @@ class FixPlanner:
                 return chosen
             reasons.append(chosen.origin)
         if not consumed:
-            reasons.insert(0, "no collective consumes the buffer in this function")
+            reasons.insert(0, "no collective consumes the buffer in this file")
         return Choice(None, "; ".join(reasons) + f"; candidates: {', '.join(sorted(self.candidates()))}")
 
     def candidates(self) -> frozenset[str]:
-        """The groups this file works with (else every group the profile knows)."""
-        used = frozenset(g for fn in self.ctx.functions for c in fn.consumptions for g in c.groups)
-        used |= frozenset(g for fn in self.ctx.functions for a in fn.allocations for g in (a.groups or ()))
-        return used or frozenset(self.ctx.api.profile.groups)
+        """The groups this file works with (else every group its engines know)."""
+        used = frozenset(g for fn in self.ctx.functions for c in fn.consumptions for g in c.group_names)
+        used |= frozenset(g for fn in self.ctx.functions for a in fn.allocations for g in a.group_names)
+        named = frozenset(display_group(g) for g in used)
+        return named or frozenset(g for info in self._engine_groups() for g in info)
 
     def _paired(self, fn: FunctionFacts, allocation: Allocation) -> Choice | None:
         """A scattered-into buffer takes the group of the gather before it in the function: of the
@@ -96,8 +120,9 @@ class FixPlanner:
         return Choice(groups.pop(), f"the group of the gathered buffer it scatters (line {lines})")
 
     def _gathered_group(self, allocation: Allocation) -> str | None:
-        if allocation.groups and len(allocation.groups) == 1:
-            return next(iter(allocation.groups))
+        names = allocation.group_names
+        if len(names) == 1:
+            return next(iter(names))
         return self.choose(allocation, use_siblings=False, consumer_only=True).group
 
     def _from_siblings(self, site: Site) -> Choice:
@@ -113,7 +138,7 @@ class FixPlanner:
         where = f"the convention of {n} of {len(found)} sibling call site{'s' if len(found) > 1 else ''}"
         return Choice(group, where, safe=not rest, convention=chosen)
 
-    # the edits --------------------------------------------------------------------------
+    # the fixes ----------------------------------------------------------------------------
     def fix(self, allocation: Allocation, replace: bool) -> tuple[Fix | None, Choice]:
         """A fix passing the chosen group: added (`replace=False`), or replacing the group passed
         now with the consumer's (`replace=True`, for a mismatch)."""
@@ -121,6 +146,31 @@ class FixPlanner:
         if not choice.found:
             return None, choice
         return self.fix_with(allocation, choice, replace)
+
+    def fix_mismatch(self, allocation: Allocation, mismatched: list[Mismatch]) -> tuple[Fix | None, str | None]:
+        """The fix for a mismatch: the consumer's group when every consumer runs on one group
+        (safe), else, when the consumer's group depends on the configuration, the siblings'
+        selection of the group (unsafe); the reason when there is none."""
+        if allocation.hidden:
+            return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"
+                          if allocation.bound_at else "the helper fixes the group inside")
+        if any(is_symbolic(g) for m in mismatched for g in m.bound | m.consumer):
+            return None, None
+        consumed = self._consumptions.get(id(allocation.call), [])
+        groups = frozenset(g for c in consumed for g in c.group_names)
+        if len(groups) == 1:
+            fix, choice = self.fix(allocation, replace=True)
+            if fix is not None and all(m.configuration_dependent for m in mismatched):
+                fix = replace(fix, applicability=Applicability.UNSAFE)  # right where the mismatch's condition holds
+            return fix, None if fix is not None else choice.origin
+        chosen = self._from_siblings(self.site(allocation))
+        if chosen.convention is not None and chosen.convention.kind == "selection":
+            choice = Choice(None, f"{chosen.origin}; the consumers' group depends on the configuration",
+                            safe=False, convention=chosen.convention)
+            fix, _ = self.fix_with(allocation, choice, replace=True)
+            return fix, None if fix is not None else "the siblings' selection cannot be inserted here"
+        return None, (f"the consumers run on {format_groups(groups)} depending on the configuration;"
+                      " choose the group by the same condition")
 
     def fix_with(self, allocation: Allocation, choice: Choice, replace: bool) -> tuple[Fix | None, Choice]:
         source = self.ctx.source
@@ -138,47 +188,104 @@ class FixPlanner:
             expression = span_text(source, conv.argument.span)
         else:
             assert choice.group is not None
-            spelled = self.spell(choice.group)
+            spelled = (choice.spelled, None) if choice.spelled else self.spell(choice.group)
             if spelled is None:
-                return None, Choice(None, f"the profile names no getter for group {choice.group}")
+                return None, Choice(None, f"no getter is known for group {display_group(choice.group)}")
             expression, import_edit = spelled
             edits += [import_edit] if import_edit else []
-        edits.append(self._argument_edit(allocation, expression, replace, conv))
+        edit = self._argument_edit(allocation, expression, replace, conv)
+        if edit is None:
+            return None, Choice(None, "the call passes `*args` or `**kwargs`: where the group goes cannot be told")
+        edits.append(edit)
         applicability = Applicability.SAFE if choice.safe else Applicability.UNSAFE
         return Fix(tuple(sorted(edits, key=lambda e: e.start)), applicability, f"Pass `{expression}`: {choice.origin}"), choice
 
-    def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit:
+    def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit | None:
         source = self.ctx.source
         current = group_argument(allocation, self.ctx.api)
-        if replace and current is not None:
-            return replace_span(source, current[0].span, expression)
+        where = group_parameter(allocation, self.ctx.api)
+        if where is not None and where.shape and conv is None:
+            expression = f"{expression}.{where.shape}"
+        if current is not None:
+            return replace_span(source, current[0].span, expression) if replace else None
         if conv is not None and conv.keyword:
             return append_keyword(source, allocation.call, conv.keyword, expression)
-        return insert_argument(source, allocation.call, expression)
+        if where is None:
+            return None
+        return add_argument(source, allocation.call, where.param, where.index, expression)
+
+    # spelling a group in the file's own terms ------------------------------------------
+    def _consumer_spelling(self, consumed: list[Consumption], group: str) -> str | None:
+        """The consumer's own group argument, when it is a plain expression (`self.tp_group`)."""
+        for c in consumed:
+            for arg in c.call.args:
+                if arg.keyword in ("group", "group_name", "process_group") or (
+                    isinstance(arg.value, ir.Attr) and not arg.keyword
+                ):
+                    text = _plain(arg.value)
+                    if text and is_symbolic(group) and display_group(group) == text:
+                        return text
+        return None
+
+    def _engine_groups(self) -> list[dict[str, GroupInfo]]:
+        """The groups of the engines whose API this file uses (by its imports), base last."""
+        imported = set(self.ctx.imports.aliases().values())
+        parts = self.ctx.api.profile.components
+        used = [p for p in parts if any(p.detects(q) for q in imported)]
+        return [p.groups for p in (used or list(parts))][::-1]
 
     def spell(self, group: str) -> tuple[str, Edit | None] | None:
-        """How this file names `group`: an imported getter, else the profile's getter (imported)."""
+        """How this file names `group`: an imported getter (or one reached through an imported
+        module), else the getter of the engine the file uses (imported from that engine)."""
+        if is_symbolic(group):
+            return display_group(group), None
         api = self.ctx.api
         # only module-scope imports: a name imported inside another function is not bound here
         bound = {n.asname: n for stmt in _module_scope_imports(self.ctx.module.body) for n in stmt.names}
         aliases = {local: q for local, q in self.ctx.imports.aliases().items() if local in bound}
         for local, qualified in aliases.items():
-            if api.getters.get(qualified) == frozenset({group}):
+            if _returns_only(api.call(qualified), group):
                 return f"{local}()", None
-        info = api.profile.groups.get(group)
+        getters = [name for name, groups in api.profile.getters.items() if groups == frozenset({group}) and "()." not in name]
+        for local, qualified in aliases.items():
+            for getter in getters:
+                module, _, function = getter.rpartition(".")
+                if qualified == module:  # the getter's module is imported (`parallel_state.get_tp_group()`)
+                    return f"{local}.{function}()", None
+        info = next((groups[group] for groups in self._engine_groups() if group in groups), None)
         if info is None or not info.getter:
             return None
+        call = info.getter if "(" in info.getter else f"{info.getter}()"
+        name = info.getter.partition("(")[0]
         if not info.import_from:
-            return f"{info.getter}()", None
+            return call, None
         module_alias = next((local for local, q in aliases.items() if q == info.import_from and bound[local].name is None), None)
         if module_alias:
-            return f"{module_alias}.{info.getter}()", None
+            return f"{module_alias}.{call}", None
         if any(n.name == "*" and n.level == 0 and n.module == info.import_from for n in bound.values()):
-            return f"{info.getter}()", None  # star-imported already
-        return f"{info.getter}()", add_import(self.ctx.source, self.ctx.module, info.import_from, info.getter)
+            return call, None  # star-imported already
+        return call, add_import(self.ctx.source, self.ctx.module, info.import_from, name)
 
 
-def _module_scope_imports(body: list[ir.Stmt]) -> Iterator[ir.Import]:
+def _returns_only(behaviour: b.Behaviour | None, group: str) -> bool:
+    """Whether calling it returns `group` and nothing else (a getter of that group)."""
+    if behaviour is None:
+        return False
+    groups = [r for r in behaviour.returns if isinstance(r, b.Groups)]
+    return len(groups) == 1 and not groups[0].variants and tuple(g for g, _ in groups[0].groups) == (group,)
+
+
+def _plain(expr: ir.Expr) -> str | None:
+    """The text of a side-effect-free expression: a name or a chain of attributes."""
+    if isinstance(expr, ir.Name):
+        return expr.id
+    if isinstance(expr, ir.Attr):
+        base = _plain(expr.value)
+        return f"{base}.{expr.attr}" if base else None
+    return None
+
+
+def _module_scope_imports(body: tuple[ir.Stmt, ...]) -> Iterator[ir.Import]:
     """The imports that bind names in the module's namespace (also under a module-level `if`, `try`
     or `with`), not those inside a function or class body."""
     for stmt in body:

@@ -14,7 +14,7 @@ import click
 
 from commgroup_lint import __version__
 from commgroup_lint.cache import Cache, cache_directory, cache_key
-from commgroup_lint.config import Config, ConfigError, find_config, load_config
+from commgroup_lint.config import Config, ConfigError, configured_profile, find_config, load_config
 from commgroup_lint.discovery import PathNotFound, discover
 from commgroup_lint.docs import render_rule_doc
 from commgroup_lint.files import write_atomically
@@ -24,7 +24,8 @@ from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.options import (
     anchored_patterns, progress_reporter, resolve_selection, statistics,
 )
-from commgroup_lint.profile import Profile, ProfileError, load_shipped, shipped_profiles
+from commgroup_lint.model import Confidence
+from commgroup_lint.profile import Profile, ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
 from commgroup_lint.rule import all_rules
 
@@ -78,7 +79,8 @@ def main() -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
 @click.option("--profile", "profile_name", default=None,
-              help=f"Engine profile ({', '.join(shipped_profiles())}; default: the configured one, else sglang).")
+              help=f"Engine profiles, comma-separated ({', '.join(shipped_profiles())}; each with the torch profile; "
+                   "default: the configured ones, else all).")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False),
               help="Write the report to this file (replaced atomically) instead of stdout.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of the findings.")
@@ -90,11 +92,13 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache (.commgroup_lint_cache/).")
 @click.option("--frontend", type=click.Choice(FRONTENDS), default="ast", show_default=True,
               help="The parser the analysis reads: CPython's (fast) or libcst (the reference; same findings).")
+@click.option("--min-confidence", type=click.Choice([c.value for c in Confidence]), default=None,
+              help="Report findings at least this sure (default: the configured one, else medium; see the rule pages).")
 def check(paths: Sequence[str], output_format: str, select: str | None, extend_select: str | None,
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           config_path: str | None, profile_name: str | None, output_file: str | None, statistics: bool,
           exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool, diff: bool, no_cache: bool = False,
-          frontend: str = "ast") -> None:
+          frontend: str = "ast", min_confidence: str | None = None) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
@@ -116,7 +120,9 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
     if fix and diff:
         raise UserError("--fix and --diff cannot be combined: --diff shows what --fix would write")
     def lint() -> tuple[Linter, LintResult]:
-        linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores, frontend=frontend)
+        confidence = Confidence(min_confidence) if min_confidence else config.min_confidence or Confidence.MEDIUM
+        linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores, frontend=frontend,
+                        min_confidence=confidence)
         if not no_cache:
             linter.cache = Cache(cache_directory(config.path), cache_key(*linter.cache_settings()))
         with progress_reporter(len(files), quiet) as advance:
@@ -163,11 +169,11 @@ def _load_config(paths: Sequence[str], config_path: str | None) -> Config:
 
 
 def _load_profile(config: Config, profile_name: str | None) -> Profile:
+    names = [n.strip() for n in profile_name.split(",") if n.strip()] if profile_name else None
     try:
-        profile = load_shipped(profile_name or config.profile or "sglang")
+        return configured_profile(config, names)
     except ProfileError as err:
         raise UserError(f"--profile: {err}") from None
-    return profile.merged(config.extend_profile) if config.extend_profile else profile
 
 
 def _report(result: LintResult, output_format: str, quiet: bool, output_file: str | None = None,

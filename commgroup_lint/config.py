@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from commgroup_lint import toml
-from commgroup_lint.profile import Profile, ProfileError, parse_profile, shipped_profiles
+from commgroup_lint.model import Confidence
+from commgroup_lint.profile import Profile, ProfileError, load_profiles, parse_profile, shipped_profiles
 from commgroup_lint.rule import all_rules
 
 STANDALONE = "commgroup-lint.toml"
@@ -43,14 +44,21 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
-    profile: str | None = None
+    profiles: tuple[str, ...] | None = None  # shipped profiles (`profiles`, or the older `profile`); None: all
+    profile_files: tuple[Profile, ...] = ()  # profiles of the user's own engines (`profile-files`)
     force_exclude: bool = False
     extend_profile: Profile | None = None
+    min_confidence: Confidence | None = None
+
+    @property
+    def profile(self) -> str | None:
+        """The single profile named by the older `profile` key (or a one-element `profiles`)."""
+        return self.profiles[0] if self.profiles and len(self.profiles) == 1 else None
 
 
 _KEYS = (
     "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-    "profile", "force-exclude", "extend-profile",
+    "profile", "profiles", "profile-files", "force-exclude", "extend-profile", "min-confidence",
 )
 
 
@@ -118,16 +126,14 @@ class _Parser:
             if key not in _KEYS:
                 hint = f"; did you mean '{key.replace('_', '-')}'?" if key.replace("_", "-") in _KEYS else ""
                 raise self.fail(key, f"unknown key (expected one of: {', '.join(_KEYS)}){hint}")
-        profile = data.get("profile")
-        if profile is not None:
-            if not isinstance(profile, str):
-                raise self.fail("profile", "must be a string")
-            if profile not in shipped_profiles():
-                raise self.fail("profile", f"unknown profile '{profile}' (shipped profiles: {', '.join(shipped_profiles())})")
         force_exclude = data.get("force-exclude", False)
         if not isinstance(force_exclude, bool):
             raise self.fail("force-exclude", "must be true or false")
+        confidence = data.get("min-confidence")
+        if confidence is not None and confidence not in {c.value for c in Confidence}:
+            raise self.fail("min-confidence", "must be one of: high, medium, low")
         return Config(
+            min_confidence=Confidence(confidence) if confidence is not None else None,
             path=self.path,
             select=self.codes(data, "select") if "select" in data else None,
             extend_select=self.codes(data, "extend-select"),
@@ -135,7 +141,8 @@ class _Parser:
             per_file_ignores=self.per_file_ignores(data),
             exclude=tuple(anchor(p, self.root) for p in self.strings(data, "exclude")),
             extend_exclude=tuple(anchor(p, self.root) for p in self.strings(data, "extend-exclude")),
-            profile=profile,
+            profiles=self.profiles(data),
+            profile_files=self.profile_files(data),
             force_exclude=force_exclude,
             extend_profile=self.extend_profile(data),
         )
@@ -171,6 +178,37 @@ class _Parser:
             entries.append((anchor(pattern, self.root), codes))
         return tuple(entries)
 
+    def profiles(self, data: dict[str, Any]) -> tuple[str, ...] | None:
+        if "profile" in data and "profiles" in data:
+            raise self.fail("profile", "set `profiles` (a list) or `profile` (one name), not both")
+        if "profile" in data:
+            if not isinstance(data["profile"], str):
+                raise self.fail("profile", "must be a string")
+            names, key = (data["profile"],), "profile"
+        elif "profiles" in data:
+            names, key = self.strings(data, "profiles"), "profiles"
+        else:
+            return None
+        for name in names:
+            if name not in shipped_profiles():
+                raise self.fail(key, f"unknown profile '{name}' (shipped profiles: {', '.join(shipped_profiles())};"
+                                     " your own engine goes in `profile-files`)")
+        return tuple(names)
+
+    def profile_files(self, data: dict[str, Any]) -> tuple[Profile, ...]:
+        found = []
+        for name in self.strings(data, "profile-files"):
+            path = self.root / name
+            try:
+                found.append(parse_profile(toml.loads(path.read_text(encoding="utf-8")), origin=str(path)))
+            except OSError as err:
+                raise self.fail("profile-files", f"cannot read '{path}': {err.strerror or err}") from None
+            except toml.TOMLDecodeError as err:
+                raise self.fail("profile-files", f"'{path}' is not valid TOML: {err}") from None
+            except ProfileError as err:
+                raise ConfigError(str(err)) from None
+        return tuple(found)
+
     def extend_profile(self, data: dict[str, Any]) -> Profile | None:
         if "extend-profile" not in data:
             return None
@@ -181,6 +219,18 @@ class _Parser:
             return parse_profile(table, origin=str(self.path), prefix=f"{self.prefix}extend-profile.")
         except ProfileError as err:
             raise ConfigError(str(err)) from None
+
+
+def configured_profile(config: Config, names: Sequence[str] | None = None) -> Profile:
+    """The profile a run uses: the shipped profiles named (by `names`, else the configuration,
+    else all of them, each with the profiles it extends), the user's own engine profiles, then
+    `extend-profile`, whose entries no scanned definition overrides."""
+    chosen = list(names) if names else list(config.profiles or shipped_profiles())
+    bases = [name for p in config.profile_files for name in p.extends]
+    profile = load_profiles([*chosen, *bases])
+    for own in config.profile_files:
+        profile = profile.merged(own)
+    return profile.merged(config.extend_profile, pin=True) if config.extend_profile else profile
 
 
 def unknown_code(code: str) -> str | None:

@@ -29,7 +29,8 @@ def render_rule_doc(rule: type[Rule]) -> str:
     if rule.INVALID:
         parts.append("## Flagged\n\nExamples from the rule's own tests that it reports.\n")
         for example in rule.INVALID:
-            parts.append(f"Reported on line {example.line}:\n\n{_code_block(example.code)}")
+            parts.append(f"Reported on line {example.line} (confidence {example.confidence.value}):\n\n"
+                         f"{_code_block(example.code)}")
             if example.fixed is not None:
                 parts.append(f"After `--fix`:\n\n{_code_block(example.fixed)}")
     if rule.VALID:

@@ -40,11 +40,27 @@ def insert_argument(source: SourceFile, call: ir.Call, argument: str) -> Edit:
     return Edit(paren, paren, f"{argument}, " if call.args else argument)
 
 
+def add_argument(source: SourceFile, call: ir.Call, param: str, index: int | None, argument: str) -> Edit | None:
+    """Pass `argument` where the signature takes it: as the next positional argument when that
+    is its position and only positional arguments are given, else by keyword. None when the
+    call cannot be told to lack it (`*args`, `**kwargs`)."""
+    if call.has_star_args:
+        return None
+    positional = [a for a in call.args if a.keyword is None]
+    if index is not None and index == len(positional) and len(positional) == len(call.args):
+        return append_argument(source, call, argument)
+    return append_argument(source, call, f"{param}={argument}")
+
+
 def append_keyword(source: SourceFile, call: ir.Call, keyword: str, argument: str) -> Edit:
-    """Add `keyword=argument` as the last argument of `call`, just inside its closing parenthesis
+    return append_argument(source, call, f"{keyword}={argument}")
+
+
+def append_argument(source: SourceFile, call: ir.Call, text: str) -> Edit:
+    """Add `text` as the last argument of `call`, just inside its closing parenthesis
     (an argument's own span can stop short of its parentheses, as in `f((x))`)."""
     if not call.args:
-        return insert_argument(source, call, f"{keyword}={argument}")
+        return insert_argument(source, call, text)
     start = source.offset(call.span.line, call.span.col)
     snippet = source.text[start: source.offset(call.span.end_line, call.span.end_col)]
     try:
@@ -53,11 +69,11 @@ def append_keyword(source: SourceFile, call: ir.Call, keyword: str, argument: st
     except (tokenize.TokenError, SyntaxError):  # not expected for a call CPython parsed; stay safe
         value = call.args[-1].value.span
         end = source.offset(value.end_line, value.end_col)
-        return Edit(end, end, f", {keyword}={argument}")
+        return Edit(end, end, f", {text}")
     last = tokens[-2]  # what precedes the call's closing `)`: the last argument, or its trailing comma
     snippet_starts = line_starts(snippet)
     end = start + snippet_starts[last.end[0] - 1] + last.end[1]
-    return Edit(end, end, f" {keyword}={argument}" if last.string == "," else f", {keyword}={argument}")
+    return Edit(end, end, f" {text}" if last.string == "," else f", {text}")
 
 
 def indentation(source: SourceFile, line: int) -> str:

@@ -31,7 +31,7 @@ from commgroup_lint.analysis.summaries import IndexedModule, ModuleAnalysis, Mod
 from commgroup_lint import suppressions
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
-from commgroup_lint.model import Finding, RuleSelection
+from commgroup_lint.model import Confidence, Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
 from commgroup_lint.rule import FileContext, Rule, all_rules
@@ -60,7 +60,8 @@ class LintResult:
 class Linter:
     def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
                  per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True,
-                 cache: Cache | None = None, frontend: str = "ast") -> None:
+                 cache: Cache | None = None, frontend: str = "ast",
+                 min_confidence: Confidence = Confidence.MEDIUM) -> None:
         self.api = Api(profile)
         self.recorder = Recorder(self.api)
         self.selection = selection
@@ -71,6 +72,7 @@ class Linter:
         self.gate = gate  # False: parse and analyse every file, even those naming no allocator (robustness runs)
         self.cache = cache  # None: no cache
         self.frontend = frontend  # the parser that builds the IR: "ast" (fast) or "cst" (libcst, the reference)
+        self.min_confidence = min_confidence  # findings less sure than this are not reported
 
     def cache_settings(self) -> tuple[object, ...]:
         """What, besides the tool's own source, decides a cached result."""
@@ -79,8 +81,7 @@ class Linter:
     def _gate_words(self) -> set[str]:
         """Only code that names an allocator can hold a finding: allocation sites, and the
         definitions of allocators (which allocate through a context or another allocator)."""
-        names = [*self.api.allocators.names(), *self.api.contexts.names()]
-        return {name.partition("(")[0].rpartition(".")[2] for name in names}
+        return self.api.allocation_words()
 
     def index(self, sources: list[SourceFile], mentions: "Mentions | None" = None,
               memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
@@ -189,6 +190,7 @@ class Linter:
                 findings = suppressions.apply(source.text, display, [o for o in outcomes if isinstance(o, Finding)],
                                               self.enabled_for(display))
                 check = None if errors else CheckResult(gated, tuple(findings), log)
+            findings = [f for f in findings if f.confidence.at_least(self.min_confidence)]
             result.findings += findings
             if findings:
                 result.sources[display] = file.source.text
@@ -215,7 +217,8 @@ class Linter:
             if file.display in index.parse_failed:
                 analyses = (ModuleAnalysis((), {}),)
             else:
-                analyses = tuple(ModuleAnalysis(a.entries, a.lookups) for a in index.history.get(file.display, ()))
+                analyses = tuple(ModuleAnalysis(a.entries, a.lookups, None, a.classes, a.misuses)
+                                 for a in index.history.get(file.display, ()))
         checked, found = mentions.known(file.display)
         stat = settled(file.stat, started)
         old = file.record
@@ -253,7 +256,7 @@ class Linter:
         with self.recorder.recording(log):
             if functions is None:
                 try:
-                    functions = analyze_module(indexed.module, indexed.imports, self.api)
+                    functions = analyze_module(indexed.module, indexed.imports, self.api, source.display)
                 except RecursionError:
                     yield from self._unreadable(source.display, "nested too deeply to analyse")
                     return

@@ -7,12 +7,29 @@ Frozen dataclasses with no behaviour beyond trivial derived properties: every fr
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class Severity(str, enum.Enum):
     ERROR = "error"
     WARNING = "warning"
+
+
+class Confidence(str, enum.Enum):
+    """How sure a finding is (see the rule pages): `high` holds always or under a relation of
+    world sizes, `medium` under a flag or mode the code sets, `low` rests on something the
+    analysis could not read. `--min-confidence` selects (default: medium)."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        return {"high": 2, "medium": 1, "low": 0}[self.value]
+
+    def at_least(self, other: "Confidence") -> bool:
+        return self.rank >= other.rank
 
 
 class Applicability(str, enum.Enum):
@@ -47,6 +64,14 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """Where the memory a finding is about is bound (the line a fix would change)."""
+
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     path: str
@@ -55,6 +80,9 @@ class Finding:
     message: str
     severity: Severity = Severity.ERROR
     fix: Fix | None = None
+    condition: str | None = None  # the configuration under which it holds; None: always
+    confidence: Confidence = Confidence.HIGH
+    binding: Binding | None = None
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -72,9 +100,3 @@ class RuleSelection:
         return any(code.startswith(s) for s in self.select) and not any(
             code.startswith(i) for i in self.ignore
         )
-
-
-@dataclass(frozen=True)
-class LintOptions:
-    selection: RuleSelection = field(default_factory=RuleSelection)
-    profile_name: str = "sglang"

@@ -1,13 +1,16 @@
-"""Profiles: an engine's communication API as data (see `profiles/sglang.toml`).
+"""Profiles: an engine's communication API as data (see `docs/profiles.md` and `profiles/*.toml`).
 
-A profile names, by qualified name, the calls that return groups, read world sizes,
-allocate group-bound memory, and run collectives. The analysis only consults a `Profile`;
-it never hard-codes an engine's API.
+A profile names, by qualified name, the calls that return groups, read world sizes, bind
+memory to a group (contexts, allocators, registrations), and run collectives. Engine
+profiles extend the `torch` profile. The analysis only consults a `Profile`; it never
+hard-codes an engine's API. This module imports nothing but the TOML reader, so the
+runtime shim can read the same files where only torch is installed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from typing import Any
 
@@ -18,8 +21,14 @@ class ProfileError(Exception):
     """A profile (shipped or user-written) is malformed; the message names the key."""
 
 
+BASE = "torch"
+"""The profile every engine profile extends."""
+
+
 @dataclass(frozen=True)
 class GroupInfo:
+    """A canonical group. `getter` and `import_from` are how a fix names it."""
+
     description: str
     getter: str | None = None
     import_from: str | None = None
@@ -27,10 +36,14 @@ class GroupInfo:
 
 @dataclass(frozen=True)
 class GroupParam:
-    """Where a call takes its group: a keyword name and a positional index."""
+    """Where a call takes its group: a keyword name and a positional index. `shape` names the
+    attribute of the group the argument is (`pynccl_comm`); `default` is the group used when
+    the argument is omitted or None (an optional group, never reported missing)."""
 
     param: str
     index: int | None
+    shape: str | None = None
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,38 @@ class Collective:
 @dataclass(frozen=True)
 class Context:
     group: GroupParam
-    disabled: str | None = None
+    disabled: str | None = None  # keyword that turns the context off when True
+    enabled: str | None = None  # keyword that turns the context off when False
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A call that binds an existing tensor to a group (`rendezvous(tensor, group)`)."""
+
+    buffer: GroupParam
+    group: GroupParam
+
+
+@dataclass(frozen=True)
+class PoolBinding:
+    """A call that binds a memory pool to one or several groups (`MultiGroupMemPoolAllocator(pool, groups)`)."""
+
+    pool: GroupParam
+    groups: GroupParam
+
+
+@dataclass(frozen=True)
+class Methods:
+    """Methods called on a group (or on an object that stands for one), by name."""
+
+    collective: frozenset[str] = frozenset()  # consume their tensor arguments on the group
+    allocator: frozenset[str] = frozenset()  # return memory bound to the group
+    same_group: frozenset[str] = frozenset()  # return the group itself (`_get_backend`)
+    register_pool: frozenset[str] = frozenset()  # bind their pool argument to the group
+    get_group: frozenset[str] = frozenset()  # return the group a mesh-like object names (`mesh.get_group("tp")`)
+
+    def merged(self, other: "Methods") -> "Methods":
+        return Methods(*(getattr(self, f.name) | getattr(other, f.name) for f in fields(Methods)))
 
 
 @dataclass(frozen=True)
@@ -60,40 +104,71 @@ class Profile:
     name: str
     description: str = ""
     packages: tuple[str, ...] = ()
+    detect: tuple[str, ...] = ()
+    extends: tuple[str, ...] = ()
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     getters: dict[str, frozenset[str]] = field(default_factory=dict)
+    getter_variants: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    new_groups: frozenset[str] = frozenset()
+    attributes: dict[str, frozenset[str]] = field(default_factory=dict)
     same_group_attributes: frozenset[str] = frozenset()
+    methods: Methods = field(default_factory=Methods)
+    wrappers: dict[str, GroupParam] = field(default_factory=dict)
     sizes: dict[str, str] = field(default_factory=dict)
+    size_attributes: dict[str, str] = field(default_factory=dict)
     single_rank: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     allocators: dict[str, GroupParam] = field(default_factory=dict)
     contexts: dict[str, Context] = field(default_factory=dict)
-    collective_methods: frozenset[str] = frozenset()
+    registrations: dict[str, Registration] = field(default_factory=dict)
+    pool_contexts: dict[str, GroupParam] = field(default_factory=dict)
+    pool_bindings: dict[str, PoolBinding] = field(default_factory=dict)
     collectives: dict[str, Collective] = field(default_factory=dict)
     local_copies: frozenset[str] = frozenset()
     tensor_factories: frozenset[str] = frozenset()  # by final name: `torch.empty` or a method `new_empty`
     pinned: frozenset[str] = frozenset()
     """Names the user's configuration describes: a definition in the scanned code never overrides them."""
+    names: tuple[str, ...] = ()
+    """The profiles merged into this one, base first."""
+    parts: tuple["Profile", ...] = ()
+    """Those profiles themselves (each engine's own groups and detection), base first."""
 
-    def merged(self, other: "Profile") -> "Profile":
-        """This profile extended (and overridden, entry by entry) by `other`."""
+    @property
+    def components(self) -> tuple["Profile", ...]:
+        return self.parts or (self,)
+
+    @property
+    def collective_methods(self) -> frozenset[str]:
+        return self.methods.collective
+
+    def merged(self, other: "Profile", pin: bool = False) -> "Profile":
+        """This profile extended (and overridden, entry by entry) by `other`; with `pin`, the
+        other's entries are the user's (a scanned definition of the same name never replaces them)."""
+        dicts = {
+            f.name: {**getattr(self, f.name), **getattr(other, f.name)}
+            for f in fields(Profile) if isinstance(getattr(self, f.name), dict)
+        }
+        sets = {
+            f.name: getattr(self, f.name) | getattr(other, f.name)
+            for f in fields(Profile) if isinstance(getattr(self, f.name), frozenset) and f.name != "pinned"
+        }
+        pinned = self.pinned | other.pinned
+        if pin:
+            pinned |= frozenset([*other.getters, *other.sizes, *other.allocators, *other.contexts,
+                                 *other.collectives, *other.registrations])
         return replace(
-            self,
+            self, **dicts, **sets,
             packages=tuple(dict.fromkeys(self.packages + other.packages)),
-            groups={**self.groups, **other.groups},
-            getters={**self.getters, **other.getters},
-            same_group_attributes=self.same_group_attributes | other.same_group_attributes,
-            sizes={**self.sizes, **other.sizes},
-            single_rank={**self.single_rank, **other.single_rank},
-            allocators={**self.allocators, **other.allocators},
-            contexts={**self.contexts, **other.contexts},
-            collective_methods=self.collective_methods | other.collective_methods,
-            collectives={**self.collectives, **other.collectives},
-            local_copies=self.local_copies | other.local_copies,
-            tensor_factories=self.tensor_factories | other.tensor_factories,
-            pinned=self.pinned | frozenset(
-                [*other.getters, *other.sizes, *other.allocators, *other.contexts, *other.collectives]
-            ),
+            detect=tuple(dict.fromkeys(self.detect + other.detect)),
+            methods=self.methods.merged(other.methods),
+            pinned=pinned,
+            names=tuple(dict.fromkeys(self.names + other.names)),
+            parts=self.components + other.components,
         )
+
+    def detects(self, module: str) -> bool:
+        """Whether importing `module` means using this engine's API."""
+        return any(module == d or module.startswith(d + ".") for d in self.detect)
 
 
 def shipped_profiles() -> list[str]:
@@ -102,40 +177,91 @@ def shipped_profiles() -> list[str]:
 
 
 def load_shipped(name: str) -> Profile:
-    path = resources.files("commgroup_lint.profiles").joinpath(f"{name}.toml")
-    if not path.is_file():
-        known = ", ".join(shipped_profiles())
-        raise ProfileError(f"unknown profile '{name}' (shipped profiles: {known})")
-    return parse_profile(toml.loads(path.read_text(encoding="utf-8")), f"profile '{name}'")
+    """One shipped profile merged over the profiles it extends (the `torch` base first)."""
+    return load_profiles([name])
+
+
+def load_profiles(names: Iterable[str]) -> Profile:
+    """The shipped profiles `names`, each with what it extends, merged in order."""
+    merged: Profile | None = None
+    for name in _with_bases(list(names)):
+        single = _load_one(name)
+        merged = single if merged is None else merged.merged(single)
+    return merged if merged is not None else Profile("none")
+
+
+def _with_bases(names: list[str], seen: tuple[str, ...] = ()) -> list[str]:
+    ordered: list[str] = []
+    for name in names:
+        if name in seen:
+            raise ProfileError(f"profile '{name}' extends itself (through {' -> '.join(seen)})")
+        for base in _load_one(name).extends:
+            ordered += [n for n in _with_bases([base], (*seen, name)) if n not in ordered]
+        if name not in ordered:
+            ordered.append(name)
+    return ordered
+
+
+_LOADED: dict[str, Profile] = {}
+
+
+def _load_one(name: str) -> Profile:
+    if name not in _LOADED:
+        path = resources.files("commgroup_lint.profiles").joinpath(f"{name}.toml")
+        if not path.is_file():
+            known = ", ".join(shipped_profiles())
+            raise ProfileError(f"unknown profile '{name}' (shipped profiles: {known})")
+        _LOADED[name] = parse_profile(toml.loads(path.read_text(encoding="utf-8")), f"profile '{name}'")
+    return _LOADED[name]
 
 
 _TOP_KEYS = {
-    "profile", "groups", "getters", "group_attributes", "sizes", "single_rank", "allocators",
-    "contexts", "collective_methods", "collectives", "local_copies", "tensor_factories",
+    "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
+    "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
+    "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
+    "local_copies", "tensor_factories",
 }
 
 
 def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profile:
     """Build a `Profile` from TOML data; `origin` and `prefix` locate errors for the user."""
-    reader = _Reader(origin, prefix)
-    reader.no_unknown(data, _TOP_KEYS, "")
-    head = reader.table(data, "profile")
-    reader.no_unknown(head, {"name", "description", "packages"}, "profile")
+    r = _Reader(origin, prefix)
+    r.no_unknown(data, _TOP_KEYS, "")
+    head = r.table(data, "profile")
+    r.no_unknown(head, {"name", "description", "packages", "detect", "extends"}, "profile")
+    name = r.string(head, "name", "profile", default="custom")
+    getters, variants = r.getters(r.table(data, "getters"))
+    methods = r.table(data, "methods")
+    r.no_unknown(methods, {f.name for f in fields(Methods)}, "methods")
+    legacy_collective = r.strings(r.table(data, "collective_methods"), "names", "collective_methods")
     return Profile(
-        name=reader.string(head, "name", "profile", default="custom"),
-        description=reader.string(head, "description", "profile", default=""),
-        packages=tuple(reader.strings(head, "packages", "profile")),
-        groups={k: reader.group_info(v, f"groups.{k}") for k, v in reader.table(data, "groups").items()},
-        getters={k: frozenset(reader.strings({k: v}, k, "getters")) for k, v in reader.table(data, "getters").items()},
-        same_group_attributes=frozenset(reader.strings(reader.table(data, "group_attributes"), "same_group", "group_attributes")),
-        sizes={k: reader.string({k: v}, k, "sizes") for k, v in reader.table(data, "sizes").items()},
-        single_rank={k: tuple(reader.strings({k: v}, k, "single_rank")) for k, v in reader.table(data, "single_rank").items()},
-        allocators={k: reader.group_param(v, f"allocators.{k}") for k, v in reader.table(data, "allocators").items()},
-        contexts={k: reader.context(v, f"contexts.{k}") for k, v in reader.table(data, "contexts").items()},
-        collective_methods=frozenset(reader.strings(reader.table(data, "collective_methods"), "names", "collective_methods")),
-        collectives={k: reader.collective(v, f"collectives.{k}") for k, v in reader.table(data, "collectives").items()},
-        local_copies=frozenset(reader.strings(reader.table(data, "local_copies"), "names", "local_copies")),
-        tensor_factories=frozenset(reader.strings(reader.table(data, "tensor_factories"), "names", "tensor_factories")),
+        name=name,
+        description=r.string(head, "description", "profile", default=""),
+        packages=tuple(r.strings(head, "packages", "profile")),
+        detect=tuple(r.strings(head, "detect", "profile")),
+        extends=tuple(r.strings(head, "extends", "profile")),
+        groups={k: r.group_info(v, f"groups.{k}") for k, v in r.table(data, "groups").items()},
+        getters=getters,
+        getter_variants=variants,
+        new_groups=frozenset(r.strings(r.table(data, "new_groups"), "names", "new_groups")),
+        attributes={k: frozenset(r.strings({k: v}, k, "attributes")) for k, v in r.table(data, "attributes").items()},
+        same_group_attributes=frozenset(r.strings(r.table(data, "group_attributes"), "same_group", "group_attributes")),
+        methods=Methods(**{f.name: frozenset(r.strings(methods, f.name, "methods")) for f in fields(Methods)})
+        .merged(Methods(collective=frozenset(legacy_collective))),
+        wrappers={k: r.group_param(v, f"wrappers.{k}") for k, v in r.table(data, "wrappers").items()},
+        sizes={k: r.string({k: v}, k, "sizes") for k, v in r.table(data, "sizes").items()},
+        size_attributes={k: r.string({k: v}, k, "size_attributes") for k, v in r.table(data, "size_attributes").items()},
+        single_rank={k: tuple(r.strings({k: v}, k, "single_rank")) for k, v in r.table(data, "single_rank").items()},
+        aliases={k: r.aliases(v, f"aliases.{k}") for k, v in r.table(data, "aliases").items()},
+        allocators={k: r.group_param(v, f"allocators.{k}") for k, v in r.table(data, "allocators").items()},
+        contexts={k: r.context(v, f"contexts.{k}") for k, v in r.table(data, "contexts").items()},
+        registrations={k: r.registration(v, f"registrations.{k}") for k, v in r.table(data, "registrations").items()},
+        pool_contexts={k: r.group_param(v, f"pool_contexts.{k}") for k, v in r.table(data, "pool_contexts").items()},
+        pool_bindings={k: r.pool_binding(v, f"pool_bindings.{k}") for k, v in r.table(data, "pool_bindings").items()},
+        collectives={k: r.collective(v, f"collectives.{k}") for k, v in r.table(data, "collectives").items()},
+        local_copies=frozenset(r.strings(r.table(data, "local_copies"), "names", "local_copies")),
+        tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
+        names=(name,),
     )
 
 
@@ -160,11 +286,20 @@ class _Reader:
             raise self.fail(f"{where}.{key}" if where else key, "must be a table")
         return value
 
+    def entry(self, data: Any, where: str, allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise self.fail(where, "must be a table")
+        self.no_unknown(data, allowed, where)
+        return data
+
     def string(self, data: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
         value = data.get(key, default)
         if not isinstance(value, str):
             raise self.fail(f"{where}.{key}", "must be a string")
         return value
+
+    def optional(self, data: dict[str, Any], key: str, where: str) -> str | None:
+        return self.string(data, key, where) if key in data else None
 
     def strings(self, data: dict[str, Any], key: str, where: str) -> list[str]:
         value = data.get(key, [])
@@ -181,33 +316,60 @@ class _Reader:
         return value
 
     def group_info(self, data: Any, where: str) -> GroupInfo:
-        if not isinstance(data, dict):
-            raise self.fail(where, "must be a table")
-        self.no_unknown(data, {"description", "getter", "import_from"}, where)
+        data = self.entry(data, where, {"description", "getter", "import_from"})
         return GroupInfo(
             self.string(data, "description", where, default=""),
-            data.get("getter") and self.string(data, "getter", where),
-            data.get("import_from") and self.string(data, "import_from", where),
+            self.optional(data, "getter", where),
+            self.optional(data, "import_from", where),
         )
 
-    def group_param(self, data: Any, where: str) -> GroupParam:
-        if not isinstance(data, dict):
-            raise self.fail(where, "must be a table")
-        self.no_unknown(data, {"param", "index"}, where)
-        return GroupParam(self.string(data, "param", where), self.index(data, where))
+    def getters(self, table: dict[str, Any]) -> tuple[dict[str, frozenset[str]], dict[str, dict[str, frozenset[str]]]]:
+        """`name = [groups]`, or a table `{groups = [...], variants = {"keyword=value" = [...]}}`."""
+        getters, variants = {}, {}
+        for name, value in table.items():
+            where = f"getters.{name}"
+            if isinstance(value, dict):
+                self.no_unknown(value, {"groups", "variants"}, where)
+                getters[name] = frozenset(self.strings(value, "groups", where))
+                found = self.table(value, "variants", where)
+                variants[name] = {k: frozenset(self.strings({k: v}, k, f"{where}.variants")) for k, v in found.items()}
+            else:
+                getters[name] = frozenset(self.strings({name: value}, name, "getters"))
+        return getters, variants
+
+    def aliases(self, data: Any, where: str) -> dict[str, str]:
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise self.fail(where, 'must be a table of other_group = "relation under which they are one group"')
+        return dict(data)
+
+    def group_param(self, data: Any, where: str, extra: frozenset[str] = frozenset()) -> GroupParam:
+        data = self.entry(data, where, {"param", "index", "shape", "default", *extra})
+        return GroupParam(self.string(data, "param", where), self.index(data, where),
+                          self.optional(data, "shape", where), self.optional(data, "default", where))
 
     def context(self, data: Any, where: str) -> Context:
-        if not isinstance(data, dict):
-            raise self.fail(where, "must be a table")
-        self.no_unknown(data, {"param", "index", "disabled"}, where)
-        disabled = self.string(data, "disabled", where) if "disabled" in data else None
-        return Context(GroupParam(self.string(data, "param", where), self.index(data, where)), disabled)
+        data = self.entry(data, where, {"param", "index", "shape", "default", "disabled", "enabled"})
+        group = self.group_param(data, where, frozenset({"disabled", "enabled"}))
+        return Context(group, self.optional(data, "disabled", where), self.optional(data, "enabled", where))
+
+    def registration(self, data: Any, where: str) -> Registration:
+        data = self.entry(data, where, {"buffer", "group"})
+        if "buffer" not in data or "group" not in data:
+            raise self.fail(where, "needs `buffer` and `group` (each a table with `param` and `index`)")
+        return Registration(self.group_param(data["buffer"], f"{where}.buffer"),
+                            self.group_param(data["group"], f"{where}.group"))
+
+    def pool_binding(self, data: Any, where: str) -> PoolBinding:
+        data = self.entry(data, where, {"pool", "groups"})
+        if "pool" not in data or "groups" not in data:
+            raise self.fail(where, "needs `pool` and `groups` (each a table with `param` and `index`)")
+        return PoolBinding(self.group_param(data["pool"], f"{where}.pool"),
+                           self.group_param(data["groups"], f"{where}.groups"))
 
     def collective(self, data: Any, where: str) -> Collective:
-        if not isinstance(data, dict):
-            raise self.fail(where, "must be a table")
-        self.no_unknown(data, {"param", "index", "groups", "buffers"}, where)
-        group = GroupParam(self.string(data, "param", where), self.index(data, where)) if "param" in data else None
+        data = self.entry(data, where, {"param", "index", "shape", "default", "groups", "buffers"})
+        group = self.group_param({k: v for k, v in data.items() if k not in ("groups", "buffers")}, where) \
+            if "param" in data else None
         buffers = data.get("buffers", [])
         if not isinstance(buffers, list) or not all(isinstance(b, dict) for b in buffers):
             raise self.fail(f"{where}.buffers", "must be a list of tables")

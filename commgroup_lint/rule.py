@@ -14,11 +14,11 @@ from functools import cache
 from typing import TYPE_CHECKING, ClassVar
 
 from commgroup_lint.analysis import ir
-from commgroup_lint.model import Finding, Fix, Position, Severity
+from commgroup_lint.model import Binding, Confidence, Finding, Fix, Position, Severity
 
 if TYPE_CHECKING:
     from commgroup_lint.analysis.api import Api
-    from commgroup_lint.analysis.facts import FunctionFacts
+    from commgroup_lint.analysis.facts import Allocation, FunctionFacts
     from commgroup_lint.analysis.names import ImportTable
     from commgroup_lint.source import SourceFile
 
@@ -32,12 +32,13 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Code the rule must flag: at `line` (1-based, within `code`), and, when the rule can fix
-    it, with `fixed` as the source after `--fix --unsafe-fixes`."""
+    """Code the rule must flag: at `line` (1-based, within `code`) with `confidence`, and, when
+    the rule can fix it, with `fixed` as the source after `--fix --unsafe-fixes`."""
 
     code: str
     line: int
     fixed: str | None = None
+    confidence: Confidence = Confidence.HIGH
 
 
 @dataclass
@@ -50,7 +51,9 @@ class FileContext:
     functions: list["FunctionFacts"]
     api: "Api"
 
-    def finding(self, rule: type["Rule"], span: ir.Span, message: str, fix: Fix | None = None) -> Finding:
+    def finding(self, rule: type["Rule"], span: ir.Span, message: str, fix: Fix | None = None, *,
+                condition: str | None = None, confidence: Confidence = Confidence.HIGH,
+                allocation: "Allocation | None" = None) -> Finding:
         return Finding(
             code=rule.code,
             path=self.source.display,
@@ -59,7 +62,17 @@ class FileContext:
             message=message,
             severity=rule.severity,
             fix=fix,
+            condition=condition,
+            confidence=confidence,
+            binding=self.binding(allocation) if allocation is not None else None,
         )
+
+    def binding(self, allocation: "Allocation") -> Binding:
+        """Where the memory is bound: inside the helper or method that binds it, else at the call."""
+        if allocation.bound_at:
+            path, _, line = allocation.bound_at.rpartition(":")
+            return Binding(path, int(line))
+        return Binding(self.source.display, allocation.call.span.line)
 
 
 class Rule:
@@ -119,5 +132,18 @@ def all_rules() -> Registry:
 
 
 def format_groups(groups: frozenset[str]) -> str:
-    """`tp`, or `attn_tp or tp` for a group chosen by configuration."""
-    return " or ".join(sorted(groups))
+    """`tp`, or `attn_tp or tp` for a group chosen by configuration; a group known only by the
+    expression holding it is shown as that expression."""
+    from commgroup_lint.analysis.facts import display_group
+
+    return " or ".join(sorted(display_group(g) for g in groups))
+
+
+def path_configuration(cond: frozenset) -> tuple[str | None, Confidence]:
+    """The configuration a path needs (its sizes and flags, not its data), and the confidence
+    a finding that holds on that path has."""
+    from commgroup_lint.analysis.conditions import FLAG, configuration, display_condition, kind
+
+    literals = configuration(cond)
+    confidence = Confidence.MEDIUM if any(kind(key) == FLAG for key, _ in literals) else Confidence.HIGH
+    return display_condition(literals) or None, confidence

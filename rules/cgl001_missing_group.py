@@ -28,7 +28,7 @@ from collections.abc import Iterator
 
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Finding
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, path_configuration
 
 _IMPORTS = "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer, get_local_dp_buffer\n"
 
@@ -63,10 +63,14 @@ class MissingGroup(Rule):
                 if consumers:
                     first = consumers[0]
                     message += (
-                        f"; the buffer reaches `{first.collective}` on group {format_groups(first.groups)}"
+                        f"; the buffer reaches `{first.collective}` on group {format_groups(first.group_names)}"
                         f" at line {first.call.span.line}"
                     )
                 fix, choice = planner.fix(allocation, replace=False)
                 if fix is None:
                     message += f" (no fix: {choice.origin})"
-                yield ctx.finding(type(self), allocation.call.span, message, fix)
+                condition, confidence = path_configuration(allocation.cond)
+                if condition:
+                    message += f" (on the path where {condition})"
+                yield ctx.finding(type(self), allocation.call.span, message, fix,
+                                  condition=condition, confidence=confidence, allocation=allocation)

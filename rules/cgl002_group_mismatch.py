@@ -1,17 +1,40 @@
 """
 ## What it finds
-A buffer bound to one group (by an allocator's group argument, or by the
-`use_symmetric_memory(group)` context it was allocated in) that reaches a collective running
-on a different group. The analysis follows the control flow inside each function: branches
-that exclude each other, groups chosen by `if`/`else`, views of the buffer and tuple
-assignments are all taken into account. It reports only a definite mismatch: when no group
-the buffer can be bound to is a group the collective can run on. A group with a single rank
-(attention TP when `tp_size == attn_dp_size`) never mismatches.
+Memory bound to one group (by an allocator's group argument, by the context it was allocated
+in, by a registration such as `rendezvous(t, group)`, or inside a helper or method that returns
+it) that reaches a collective running on another group, in some configuration.
+
+The analysis follows the control flow inside each function and through the helpers and
+methods it calls (`self.m()`, `super().m()`, module helpers, in this file or others): which
+group a branch chooses, which collective a helper runs under which condition of its own, views
+and tuples of the buffer, buffers kept on `self` between methods. Every possibility keeps the
+condition under which it holds, so the finding says when the mismatch happens: always, or when
+a relation of world sizes or a flag holds (`when tp_size != attn_dp_size`,
+`when self.use_attn_tp_group`). Branches that exclude each other are never combined.
+
+A group with a single rank never mismatches (attention TP when `tp_size == attn_dp_size`), and
+two names for one group object are one group under the relation that makes them one (from
+SGLang 0.5.9 on attention TP is the TP group when `attn_tp_size == tp_size`; the condition
+then says `attn_tp_size != tp_size`). Two groups created apart (two `new_group` calls over the
+same ranks) are two groups.
+
+## Confidence
+- **high**: the mismatch holds always, or under a relation of world sizes only.
+- **medium**: it needs a flag or mode the code sets (`self.use_attn_tp_group`,
+  `should_use_dp_reduce_scatterv()`, a boolean parameter).
+- **low**: it rests on something the analysis could not read: a helper's condition it could
+  not translate to the caller, or two groups known only by the expressions holding them
+  (`self.group` and `group`), which may be one object.
+
+`check` reports medium and above by default; `--min-confidence low` shows the rest (or `high`
+only the surest). JSON and SARIF carry `condition`, `confidence` and `binding` (where the memory
+is bound: the line a fix changes, inside the helper when that is where it happens).
 
 ## Why it matters
 Nothing crashes. NCCL silently falls back to its slow, non-symmetric path because the memory
 is registered with another communicator, so the optimisation the code was written for never
-happens, or happens only by the accident of which context exited last.
+happens, or happens only by the accident of which context exited last. A mismatch that holds in
+one parallel configuration only is found by nobody until that configuration is benchmarked.
 
 ## Example
 ```python
@@ -26,15 +49,25 @@ def forward(hidden_states):
 ## Fix
 Register the buffer with the group of the collective that consumes it:
 `get_local_dp_buffer(get_attention_tp_group())`.
+
+## Fix safety
+The fix is **safe** when every collective that consumes the buffer runs on one group: it
+passes that group, spelled as the file spells it. When the consumers' group depends on the
+configuration (`dp_reduce_scatter_tensor` runs on TP when `tp_size == attn_dp_size` and on
+attention TP otherwise), the fix copies the selection of the group the sibling call sites
+use, and is **unsafe** (applied with `--unsafe-fixes`): it changes which group is used in some
+configuration. Without such a selection, or for memory whose group is fixed inside a helper,
+no fix is offered and the message says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from commgroup_lint.analysis.facts import Allocation, Consumption
+from commgroup_lint.analysis.facts import is_symbolic
+from commgroup_lint.analysis.verdict import Mismatch, best, mismatches
 from commgroup_lint.autofix import FixPlanner
-from commgroup_lint.model import Finding
+from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
 
 _IMPORTS = (
@@ -54,6 +87,16 @@ class GroupMismatch(Rule):
               "    if not flag:\n        attn_tp_all_gather_into_tensor(out, x)\n"),
     ]
     INVALID = [
+        Invalid(_IMPORTS + "from sglang.srt.layers.dp_attention import dp_reduce_scatter_tensor\n"
+                "def f(x):\n    out = get_local_dp_buffer(get_tp_group())\n"
+                "    dp_reduce_scatter_tensor(out, x)\n", line=5),
+        Invalid(_IMPORTS + "class Embedding:\n    def forward(self, x):\n"
+                "        out = get_local_dp_buffer(get_tp_group())\n"
+                "        if self.use_attn_tp_group:\n            attn_tp_all_gather_into_tensor(out, x)\n",
+                line=5, confidence=Confidence.MEDIUM,
+                fixed=_IMPORTS + "class Embedding:\n    def forward(self, x):\n"
+                "        out = get_local_dp_buffer(get_attention_tp_group())\n"
+                "        if self.use_attn_tp_group:\n            attn_tp_all_gather_into_tensor(out, x)\n"),
         Invalid(_IMPORTS + "def f(x):\n    out = get_local_dp_buffer(get_tp_group())\n"
                 "    attn_tp_all_gather_into_tensor(out, x)\n", line=4,
                 fixed=_IMPORTS + "def f(x):\n    out = get_local_dp_buffer(get_attention_tp_group())\n"
@@ -69,28 +112,45 @@ class GroupMismatch(Rule):
     ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
-        mismatches: dict[int, list[Consumption]] = {}
+        found: dict[int, list[Mismatch]] = {}
         for fn in ctx.functions:
             for c in fn.consumptions:
-                if c.binding and c.groups and not c.binding & c.groups:
-                    mismatches.setdefault(id(c.allocation.call), []).append(c)
+                mismatched = mismatches(c, ctx.api)
+                if mismatched:
+                    found.setdefault(id(c.allocation.call), []).extend(mismatched)
         planner = FixPlanner(ctx)
-        for found in mismatches.values():
-            allocation = found[0].allocation
-            fix = planner.fix(allocation, replace=True)[0] if allocation.hidden_origin is None else None
-            yield ctx.finding(type(self), allocation.call.span, _message(allocation, found), fix)
+        for mismatched in found.values():
+            lead = best(mismatched)
+            allocation = lead.consumption.allocation
+            fix, why = planner.fix_mismatch(allocation, mismatched)
+            message = _message(lead, mismatched)
+            if fix is None and why:
+                message += f" (no fix: {why})"
+            yield ctx.finding(type(self), allocation.call.span, message, fix, condition=lead.condition,
+                              confidence=lead.confidence, allocation=allocation)
 
 
-def _message(allocation: Allocation, found: list[Consumption]) -> str:
-    bound = format_groups(found[0].binding)
+def _message(lead: Mismatch, found: list[Mismatch]) -> str:
+    allocation = lead.consumption.allocation
+    bound = format_groups(lead.bound)
     if allocation.kind == "context":
         subject = f"memory allocated under `{allocation.short_name}` is registered with group {bound}"
+    elif allocation.how == "registration":
+        subject = f"memory registered by `{allocation.short_name}` is registered with group {bound}"
     else:
-        subject = f"buffer from `{allocation.short_name}` is bound to group {bound}"
-    if allocation.hidden_origin:
-        subject += f" (fixed inside the helper at {allocation.hidden_origin})"
-    first = found[0]
-    message = f"{subject} but reaches `{first.collective}` on group {format_groups(first.groups)} at line {first.call.span.line}"
-    if len(found) > 1:
-        message += f" (and {len(found) - 1} more collective{'s' if len(found) > 2 else ''})"
+        subject = f"memory from `{allocation.short_name}` is bound to group {bound}"
+    if allocation.bound_at:
+        inside = "fixed inside the helper" if allocation.hidden else "bound inside the helper"
+        subject += f" ({inside} at {allocation.bound_at})"
+    first = lead.consumption
+    message = (f"{subject} but reaches `{first.collective}` on group {format_groups(lead.consumer)}"
+               f" at line {first.call.span.line}")
+    others = {id(m.consumption.call) for m in found} - {id(first.call)}
+    if others:
+        message += f" (and {len(others)} more collective{'s' if len(others) > 1 else ''})"
+    if lead.condition:
+        message += f", when {lead.condition}"
+    if any(is_symbolic(g) for g in lead.bound | lead.consumer):
+        message += "; the analysis cannot tell whether these are one group (each is known only by the expression" \
+                   " holding it)"
     return message

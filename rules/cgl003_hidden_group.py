@@ -3,7 +3,12 @@
 An allocation API that hides its group from its callers: a function that allocates
 group-bound memory with a hard-coded group (`use_symmetric_memory(get_tp_group())`) and
 returns it without taking a group parameter, or whose group parameter has a default.
-Reported at the definition. Helpers that only pass on another helper's hidden group are not
+Reported at the definition. By default (`--min-confidence medium`) a helper with a fixed group
+is reported only where a caller in the checked code consumes its memory on another group
+(confidence high; the message names the callers); a group parameter with a default is
+reported at medium confidence; a fixed group whose every known consumer runs on that group
+is low confidence, shown with `--min-confidence low`. Helpers that only pass on another
+helper's hidden group are not
 reported again (the finding is where the group is fixed), and neither are functions that
 hand the buffer to another call before returning it, or return the result of a computation
 run under the context rather than a fresh tensor (`torch.empty` and the other factories the
@@ -38,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.facts import BufferFact
-from commgroup_lint.model import Finding
+from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
 
 _HEAD = (
@@ -59,28 +64,37 @@ class HiddenGroup(Rule):
               "        out = torch.empty(4)\n    get_tp_group().all_reduce(out)\n    return out\n"),
     ]
     INVALID = [
-        Invalid(_HEAD + "def get_buffer(rows):\n    with use_symmetric_memory(get_tp_group()):\n"
-                "        buf = torch.empty(rows)\n    return buf\n", line=4),
+        Invalid(_HEAD + "from sglang.srt.layers.dp_attention import attn_tp_all_gather_into_tensor\n"
+                "def get_buffer(rows):\n    with use_symmetric_memory(get_tp_group()):\n"
+                "        buf = torch.empty(rows)\n    return buf\n"
+                "def gather(x):\n    out = get_buffer(4)\n    attn_tp_all_gather_into_tensor(out, x)\n", line=5),
         Invalid(_HEAD + "def get_buffer(rows, group=get_tp_group()):\n    with use_symmetric_memory(group):\n"
-                "        buf = torch.empty(rows)\n    return buf\n", line=4),
+                "        buf = torch.empty(rows)\n    return buf\n", line=4, confidence=Confidence.MEDIUM),
+        Invalid(_HEAD + "def get_buffer(rows):\n    with use_symmetric_memory(get_tp_group()):\n"
+                "        buf = torch.empty(rows)\n    return buf\n", line=4, confidence=Confidence.LOW),
     ]
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
         for fn in ctx.functions:
             if fn.node is None:
                 continue
-            returned = [f.allocation for f in fn.returns if isinstance(f, BufferFact)]
+            returned = sorted((f.allocation for f in fn.returns if isinstance(f, BufferFact)),
+                              key=lambda a: (a.call.span.line, a.call.span.col))
             for allocation in returned:
-                if id(allocation.call) in fn.passed_on or allocation.hidden_origin is not None:
+                if id(allocation.call) in fn.passed_on or allocation.bound_at is not None:
                     continue  # a step that fills or consumes the buffer, or a wrapper reported where the group is
                 if allocation.kind == "context" and id(allocation.call) not in fn.factory_made:
                     continue  # the result of a computation run under the context, not a fresh allocation
-                if allocation.groups and len(allocation.groups) == 1 and not allocation.group_params:
+                origin = f"{ctx.source.display}:{allocation.call.span.line}"
+                misused = ctx.api.misuses.get(origin) or ()
+                groups = allocation.group_names
+                if len(groups) == 1 and not allocation.group_params:
                     message = (
-                                f"`{fn.node.name}` returns memory registered with the fixed group {format_groups(allocation.groups)}"
+                        f"`{fn.node.name}` returns memory registered with the fixed group {format_groups(groups)}"
                         f" (line {allocation.call.span.line}) and takes no group: every caller gets that group,"
                         " whatever collective consumes the buffer; take the group as a required parameter"
                     )
+                    confidence = Confidence.LOW
                 elif len(allocation.group_params) == 1:
                     param = fn.node.params[next(iter(allocation.group_params))]
                     if param.default is None:
@@ -89,7 +103,16 @@ class HiddenGroup(Rule):
                         f"`{fn.node.name}` registers its memory with parameter `{param.name}`, which has a default:"
                         " a caller that omits it silently gets the default group; make the parameter required"
                     )
+                    confidence = Confidence.MEDIUM
                 else:
                     continue
-                yield ctx.finding(type(self), fn.node.span, message)
+                if misused:
+                    message += f"; {_callers(misused)} consume{'s' if len(misused) == 1 else ''} it on another group"
+                    confidence = Confidence.HIGH
+                yield ctx.finding(type(self), fn.node.span, message, confidence=confidence, allocation=allocation)
                 break
+
+
+def _callers(sites: tuple[str, ...]) -> str:
+    shown = ", ".join(sites[:3])
+    return f"{shown} and {len(sites) - 3} more" if len(sites) > 3 else shown

@@ -5,19 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from commgroup_lint.engine import Linter
-from commgroup_lint.model import Finding, RuleSelection
+from commgroup_lint.model import Confidence, Finding, RuleSelection
 from commgroup_lint.profile import load_shipped
 from commgroup_lint.discovery import discover
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def lint_paths(*paths: Path | str, select: tuple[str, ...] = ("CGL",)) -> list[Finding]:
-    linter = Linter(load_shipped("sglang"), RuleSelection(select))
+def lint_paths(*paths: Path | str, select: tuple[str, ...] = ("CGL",),
+               min_confidence: Confidence = Confidence.MEDIUM) -> list[Finding]:
+    linter = Linter(load_shipped("sglang"), RuleSelection(select), min_confidence=min_confidence)
     return linter.lint(discover([str(p) for p in paths])).findings
 
 
-def lint_text(tmp_path: Path, text: str, name: str = "snippet.py", select: tuple[str, ...] = ("CGL",)) -> list[Finding]:
+def lint_text(tmp_path: Path, text: str, name: str = "snippet.py", select: tuple[str, ...] = ("CGL",),
+              min_confidence: Confidence = Confidence.MEDIUM) -> list[Finding]:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    return lint_paths(path, select=select)
+    return lint_paths(path, select=select, min_confidence=min_confidence)

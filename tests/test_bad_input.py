@@ -350,10 +350,10 @@ def test_an_analysis_that_raises_is_an_internal_error(tree: Path, monkeypatch: p
     write(tree, "boom.py", GOOD)
     real = engine.analyze_module
 
-    def analyze(module, imports, api):  # noqa: ANN001
+    def analyze(module, imports, api, *rest):  # noqa: ANN001, ANN002
         if imports.module == "boom":
             raise KeyError("oops")
-        return real(module, imports, api)
+        return real(module, imports, api, *rest)
 
     monkeypatch.setattr(engine, "analyze_module", analyze)
     monkeypatch.chdir(tree)

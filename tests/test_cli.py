@@ -91,7 +91,7 @@ def test_exit_1_with_findings(tree: Path) -> None:
         (("check", "pkg", "missing_dir"), "error: path 'missing_dir' does not exist; check the spelling or the current directory\n"),
         (("check", "--select", "CGL9", "pkg"), "error: --select: unknown rule code 'CGL9' (known: "),
         (("check", "--select", "CGL001,E501", "pkg"), "error: --select: unknown rule code 'E501' (known: "),
-        (("check", "--profile", "nope", "pkg"), "error: --profile: unknown profile 'nope' (shipped profiles: sglang"),
+        (("check", "--profile", "nope", "pkg"), "error: --profile: unknown profile 'nope' (shipped profiles: megatron, sglang, torch, vllm"),
         (("check", "--format", "yaml", "pkg"), None),
         (("explain", "CGL999"), "error: unknown rule code 'CGL999' (known: CGL000, "),
         (("frobnicate",), None),
@@ -122,9 +122,13 @@ def test_json_schema(tree: Path) -> None:
     document = json.loads(proc.stdout)
     assert isinstance(document, list) and len(document) == 2
     for item in document:
-        # The keys of issue 2, in this order; issue 3 may add `fix` (an object, or null).
+        # The keys of issue 2, in this order; issue 3 adds `fix` (an object, or null); issue 12
+        # `condition` (a string, or null for always), `confidence` and `binding` (path and line).
         assert list(item)[: len(ISSUE2_KEYS)] == list(ISSUE2_KEYS)
-        assert set(item) - set(ISSUE2_KEYS) <= {"fix"}
+        assert set(item) - set(ISSUE2_KEYS) == {"fix", "condition", "confidence", "binding"}
+        assert item["confidence"] in ("high", "medium", "low")
+        assert item["condition"] is None or isinstance(item["condition"], str)
+        assert set(item["binding"]) == {"path", "line"}
         for key, kind in ISSUE2_KEYS.items():
             assert type(item[key]) is kind, (key, item[key])
         assert item["severity"] in ("error", "warning")

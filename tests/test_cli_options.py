@@ -19,7 +19,7 @@ from commgroup_lint.profile import load_shipped
 BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef forward():\n    return get_local_dp_buffer()\n"
 MESSAGE = (
     "`get_local_dp_buffer` is called without its group argument `group` (no fix: no collective consumes the"
-    " buffer in this function; no sibling call site shows the group; candidates: attn_cp, attn_tp, moe_dp,"
+    " buffer in this file; no sibling call site shows the group; candidates: attn_cp, attn_tp, moe_dp,"
     " moe_ep, moe_tp, tp)"
 )
 TEXT_REPORT = (

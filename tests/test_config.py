@@ -118,9 +118,9 @@ def test_standalone_file_has_top_level_keys(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("body", "message"), [
     ("selct = ['CGL001']", "key 'tool.commgroup-lint.selct': unknown key (expected one of: select, extend-select, "
-     "ignore, per-file-ignores, exclude, extend-exclude, profile, force-exclude, extend-profile)"),
+     "ignore, per-file-ignores, exclude, extend-exclude, profile, profiles, profile-files, force-exclude, extend-profile, min-confidence)"),
     ("extend_select = ['CGL001']", "key 'tool.commgroup-lint.extend_select': unknown key (expected one of: select, "
-     "extend-select, ignore, per-file-ignores, exclude, extend-exclude, profile, force-exclude, extend-profile); "
+     "extend-select, ignore, per-file-ignores, exclude, extend-exclude, profile, profiles, profile-files, force-exclude, extend-profile, min-confidence); "
      "did you mean 'extend-select'?"),
     ("select = 'CGL001'", "key 'tool.commgroup-lint.select': must be a list of strings"),
     ("ignore = [1]", "key 'tool.commgroup-lint.ignore': must be a list of strings"),
@@ -128,7 +128,8 @@ def test_standalone_file_has_top_level_keys(tmp_path: Path) -> None:
     ("extend-select = ['CGL9']", "key 'tool.commgroup-lint.extend-select': unknown rule code 'CGL9'"),
     ("exclude = 'build'", "key 'tool.commgroup-lint.exclude': must be a list of strings"),
     ("extend-exclude = [true]", "key 'tool.commgroup-lint.extend-exclude': must be a list of strings"),
-    ("profile = 'vllm'", "key 'tool.commgroup-lint.profile': unknown profile 'vllm' (shipped profiles: sglang)"),
+    ("profile = 'nope'", "key 'tool.commgroup-lint.profile': unknown profile 'nope' (shipped profiles: megatron, sglang,"
+                         " torch, vllm; your own engine goes in `profile-files`)"),
     ("profile = 3", "key 'tool.commgroup-lint.profile': must be a string"),
     ("force-exclude = 'yes'", "key 'tool.commgroup-lint.force-exclude': must be true or false"),
     ("per-file-ignores = ['x']", "key 'tool.commgroup-lint.per-file-ignores': must be a table of glob = [codes]"),
@@ -248,4 +249,4 @@ def test_profile_key_and_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert len(codes_at(check(tmp_path, "a.py", monkeypatch=monkeypatch))) == 1
     result = check(tmp_path, "--profile", "nope", "a.py", monkeypatch=monkeypatch)
     assert result.exit_code == 2
-    assert result.stderr == "error: --profile: unknown profile 'nope' (shipped profiles: sglang)\n"
+    assert result.stderr == "error: --profile: unknown profile 'nope' (shipped profiles: megatron, sglang, torch, vllm)\n"

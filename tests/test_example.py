@@ -12,13 +12,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 EXE = shutil.which("commgroup-lint", path=str(Path(sys.executable).parent)) or shutil.which("commgroup-lint")
 
-# One instance of each bug the example holds (CGL001 twice: both DeepSeek-V4 buffers miss it).
+# One instance of each bug the example holds (CGL001 twice: both DeepSeek-V4 buffers miss it;
+# the hidden-group helper's caller is its CGL002).
 EXPECTED = [
     ("examples/dp_attention/deepseek_v4_forward.py", 23, 50, "CGL001"),
     ("examples/dp_attention/deepseek_v4_forward.py", 27, 51, "CGL001"),
     ("examples/dp_attention/layer_communicator.py", 34, 25, "CGL004"),
     ("examples/dp_attention/layer_communicator.py", 39, 20, "CGL002"),
-    ("examples/dp_attention/legacy_buffers.py", 8, 1, "CGL003"),
+    ("examples/dp_attention/legacy_buffers.py", 10, 1, "CGL003"),
+    ("examples/dp_attention/legacy_buffers.py", 17, 16, "CGL002"),
 ]
 
 

@@ -150,8 +150,8 @@ def test_fix_and_diff_together_is_a_usage_error(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_fix_that_would_not_parse_is_reverted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = autofix.insert_argument
-    monkeypatch.setattr(autofix, "insert_argument", lambda *a: (lambda e: Edit(e.start, e.end, e.replacement + "(("))(real(*a)))
+    real = autofix.add_argument
+    monkeypatch.setattr(autofix, "add_argument", lambda *a: (lambda e: Edit(e.start, e.end, e.replacement + "(("))(real(*a)))
     result = check(tmp_path, monkeypatch, {"a.py": FIXABLE, "b.py": UNFIXABLE}, "--fix")
     assert result.exit_code == 1
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == FIXABLE

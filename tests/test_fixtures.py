@@ -1,7 +1,8 @@
 """Larger cases as files (TorchFix style): adding a fixture adds a test, no new test code.
 
 * `fixtures/static/<name>.py` is linted on its own; `<name>.txt` lists the expected findings,
-  one `LINE:COL CODE` per line (an empty file: no findings).
+  one `LINE:COL CODE` per line (an empty file: no findings), followed by the finding's confidence
+  when it is not `high` (`12:5 CGL003 low`): every finding at every confidence is listed.
 * `fixtures/packages/<name>/` is linted as a directory (so imports between its modules resolve);
   `expected.txt` lists `RELPATH:LINE:COL CODE` lines, RELPATH relative to that directory.
 
@@ -15,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from commgroup_lint.model import Confidence, Finding
 from lintkit import FIXTURES, lint_paths
+
+LOW = Confidence.LOW
 
 STATIC = FIXTURES / "static"
 PACKAGES = FIXTURES / "packages"
@@ -42,7 +46,7 @@ PACKAGE_CASES = [_param(d.name, d) for d in sorted(PACKAGES.iterdir()) if (d / "
 @pytest.mark.parametrize("source", STATIC_CASES)
 def test_static_fixture(source: Path) -> None:
     expected = _expected(source.with_suffix(".txt"))
-    found = [f"{f.start.line}:{f.start.column} {f.code}" for f in lint_paths(source)]
+    found = [f"{f.start.line}:{f.start.column} {f.code}{_confidence(f)}" for f in lint_paths(source, min_confidence=LOW)]
     assert found == expected
 
 
@@ -50,10 +54,14 @@ def test_static_fixture(source: Path) -> None:
 def test_package_fixture(root: Path) -> None:
     expected = _expected(root / "expected.txt")
     found = [
-        f"{Path(f.path).relative_to(root).as_posix()}:{f.start.line}:{f.start.column} {f.code}"
-        for f in lint_paths(root)
+        f"{Path(f.path).relative_to(root).as_posix()}:{f.start.line}:{f.start.column} {f.code}{_confidence(f)}"
+        for f in lint_paths(root, min_confidence=LOW)
     ]
     assert found == expected
+
+
+def _confidence(finding: Finding) -> str:
+    return "" if finding.confidence is Confidence.HIGH else f" {finding.confidence.value}"
 
 
 def test_every_fixture_has_an_expectation() -> None:

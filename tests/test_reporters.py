@@ -22,7 +22,7 @@ SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json")
 BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef forward():\n    return get_local_dp_buffer()\n"
 MESSAGE = (
     "`get_local_dp_buffer` is called without its group argument `group` (no fix: no collective consumes the"
-    " buffer in this function; no sibling call site shows the group; candidates: attn_cp, attn_tp, moe_dp,"
+    " buffer in this file; no sibling call site shows the group; candidates: attn_cp, attn_tp, moe_dp,"
     " moe_ep, moe_tp, tp)"
 )
 
@@ -80,6 +80,7 @@ def test_sarif_from_the_cli_is_valid(tmp_path: Path, monkeypatch: pytest.MonkeyP
             "artifactLocation": {"uri": "pkg/bad.py", "uriBaseId": "%SRCROOT%"},
             "region": {"startLine": 5, "startColumn": 12, "endLine": 5, "endColumn": 33},
         }}],
+        "properties": {"confidence": "high", "condition": None, "binding": {"path": "pkg/bad.py", "line": 5}},
     }
 
 
@@ -227,13 +228,14 @@ def test_junit_escapes_markup() -> None:
     assert case.find("failure").get("message") == 'a "<b>" & c'
 
 
-# --- JSON (unchanged) ------------------------------------------------------------------------
+# --- JSON ------------------------------------------------------------------------
 
 def test_json_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run_check(tmp_path, monkeypatch, "json", {"a.py": BAD})
     assert json.loads(result.stdout) == [{
         "code": "CGL001", "path": "a.py", "line": 5, "column": 12, "end_line": 5, "end_column": 33,
         "message": MESSAGE, "severity": "error", "fix_available": False, "fix": None,
+        "condition": None, "confidence": "high", "binding": {"path": "a.py", "line": 5},
     }]
 
 

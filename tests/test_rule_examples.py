@@ -7,7 +7,7 @@ import pytest
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
 from commgroup_lint.fixer import fix_result
-from commgroup_lint.model import RuleSelection
+from commgroup_lint.model import Confidence, RuleSelection
 from commgroup_lint.profile import load_shipped
 from commgroup_lint.rule import all_rules
 from lintkit import lint_text
@@ -25,11 +25,12 @@ CASES = [
 
 @pytest.mark.parametrize(("rule", "kind", "index", "example"), CASES)
 def test_example(tmp_path, rule, kind, index, example):
-    findings = [f for f in lint_text(tmp_path, example.code, select=(rule.code,)) if f.code == rule.code]
+    findings = [f for f in lint_text(tmp_path, example.code, select=(rule.code,), min_confidence=Confidence.LOW)
+                if f.code == rule.code]
     if kind == "valid":
         assert findings == []
     else:
-        assert [f.start.line for f in findings] == [example.line]
+        assert [(f.start.line, f.confidence) for f in findings] == [(example.line, example.confidence)]
         assert (findings[0].fix is not None) == (example.fixed is not None)
 
 

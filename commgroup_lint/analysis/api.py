@@ -2,7 +2,9 @@
 
 Profile entries are matched exactly, or, inside one of the profile's packages, by the
 final name (SGLang re-exports its getters from several modules). A `callee().attr` entry
-describes an attribute of an object a call returns.
+describes an attribute of an object a call returns. Every entry becomes an `Entry`: the
+`Behaviour` of calling it, or the value of reading it; the summaries of the scanned code's
+own functions are entries of the same shape, installed over the profile's.
 """
 
 from __future__ import annotations
@@ -10,23 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from commgroup_lint.analysis.conditions import parse_relation
-from commgroup_lint.profile import Collective, Context, GroupParam, Profile
+from commgroup_lint.analysis import behaviour as b
+from commgroup_lint.analysis.conditions import parse_guarded, parse_relation
+from commgroup_lint.profile import Collective, GroupParam, Profile
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class Allocator:
-    """A call returning group-bound memory: the group is an argument, or hidden inside."""
-
-    group: GroupParam | None
-    hidden_groups: frozenset[str] = frozenset()
-    origin: str | None = None  # "path:line" of the definition that fixes a hidden group
-
-    @staticmethod
-    def from_profile(param: GroupParam) -> "Allocator":
-        return Allocator(param)
+WORLD = "world"
 
 
 class _Table(Generic[T]):
@@ -34,6 +26,7 @@ class _Table(Generic[T]):
         self._packages = packages
         self._exact = dict(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
+        self._shipped_tails = frozenset(self._by_tail)
         self._hidden: set[str] = set()
 
     def tail_key(self, name: str) -> str | None:
@@ -55,11 +48,13 @@ class _Table(Generic[T]):
         return set(self._exact)
 
     def override(self, entries: dict[str, T]) -> None:
-        """Scanned definitions win over shipped entries of the same name."""
+        """Scanned definitions win over shipped entries of the same name. A definition is found by
+        its final name elsewhere in the package only when it replaces a shipped entry that is (a
+        re-exported API), never for names of its own (two classes' `forward` are two methods)."""
         for name, value in entries.items():
             self._exact[name] = value
             self._hidden.discard(name)
-            if key := self.tail_key(name):
+            if (key := self.tail_key(name)) and key in self._shipped_tails:
                 self._by_tail[key] = value
                 self._hidden.discard(key)
 
@@ -71,47 +66,140 @@ class _Table(Generic[T]):
             self._hidden.add(key)
 
 
+def _arg(p: GroupParam) -> b.ArgRef:
+    return b.ArgRef(p.param, p.index, p.shape)
+
+
+def _fixed(groups: frozenset[str]) -> tuple[tuple[str, frozenset], ...]:
+    """Profile groups, each possibly guarded: `attn_tp when tp_size != attn_dp_size`."""
+    return tuple(sorted(map(parse_guarded, groups), key=lambda g: (g[0], sorted(g[1]))))
+
+
+def _binding(p: GroupParam) -> b.Binding:
+    default = _fixed(frozenset({p.default})) if p.default else ()
+    return b.Binding(param=_arg(p), default=default, required=not p.default)
+
+
+def _consumes(c: Collective) -> tuple[b.Consume, ...]:
+    if c.buffers:
+        return tuple(b.Consume(b.ArgRef(bp.param, bp.index), _fixed(bp.groups)) for bp in c.buffers)
+    if c.groups:
+        return (b.Consume(None, _fixed(c.groups)),)
+    assert c.group is not None
+    default = _fixed(frozenset({c.group.default})) if c.group.default else ()
+    return (b.Consume(None, group=_arg(c.group), default=default),)
+
+
+def _is_attribute(name: str) -> bool:
+    """`pkg.get_parallel().tp_group` names an attribute of a returned object; `pkg.get_tp_group` a callable."""
+    return "()." in name
+
+
+def profile_entries(p: Profile) -> dict[str, b.Entry]:
+    """Every profile entry as the `Entry` the dataflow reads."""
+    calls: dict[str, list[b.Returned]] = {}
+    values: dict[str, list[b.Returned]] = {}
+    effects: dict[str, dict[str, tuple]] = {}
+
+    def returns(name: str, item: b.Returned) -> None:
+        (values if _is_attribute(name) else calls).setdefault(name, []).append(item)
+
+    for name, groups in p.getters.items():
+        variants = tuple((k, _fixed(v)) for k, v in sorted(p.getter_variants.get(name, {}).items()))
+        returns(name, b.Groups(_fixed(groups), variants))
+    for name, groups in p.attributes.items():
+        values.setdefault(name, []).append(b.Groups(_fixed(groups)))
+    for name in p.new_groups:
+        calls.setdefault(name, []).append(b.NewGroup())
+    for name, quantity in p.sizes.items():
+        returns(name, b.Size(quantity))
+    for name, param in p.wrappers.items():
+        calls.setdefault(name, []).append(b.Argument(_arg(param)))
+    for name, param in p.allocators.items():
+        calls.setdefault(name, []).append(b.Memory(_binding(param), "allocator"))
+    for name, ctx in p.contexts.items():
+        calls.setdefault(name, []).append(b.Context(_binding(ctx.group), ctx.disabled, ctx.enabled))
+    for name, reg in p.registrations.items():
+        effects.setdefault(name, {}).setdefault("registers", ())
+        effects[name]["registers"] += (b.Register(_arg(reg.buffer), _binding(reg.group)),)
+    for name, param in p.pool_contexts.items():
+        calls.setdefault(name, []).append(b.PoolContext(_arg(param)))
+    for name, binding in p.pool_bindings.items():
+        effects.setdefault(name, {})["binds_pools"] = (b.BindPool(_arg(binding.pool), _arg(binding.groups)),)
+    for name, collective in p.collectives.items():
+        effects.setdefault(name, {})["consumes"] = _consumes(collective)
+    for name in p.local_copies:
+        effects.setdefault(name, {})["copies"] = ((b.ArgRef("local_tokens", 0), b.ArgRef("global_tokens", 1)),)
+    entries: dict[str, b.Entry] = {}
+    for name in {*calls, *values, *effects}:
+        call = None
+        if name in calls or name in effects:
+            call = b.Behaviour(returns=tuple(calls.get(name, ())), **effects.get(name, {}))
+        entries[name] = b.Entry(call, tuple(values.get(name, ())))
+    return entries
+
+
 @dataclass
 class Api:
     """The lookup the dataflow consults for every call and attribute it meets."""
 
     profile: Profile
-    getters: _Table[frozenset[str]] = field(init=False)
-    sizes: _Table[str] = field(init=False)
-    allocators: _Table[Allocator] = field(init=False)
-    contexts: _Table[Context] = field(init=False)
-    collectives: _Table[Collective] = field(init=False)
-    local_copies: _Table[bool] = field(init=False)
+    entries: _Table[b.Entry] = field(init=False)
+    classes: _Table[tuple[tuple[str, ...], frozenset[str]]] = field(init=False)  # class -> (bases, methods), scanned
+    misuses: _Table[tuple[str, ...]] = field(init=False)  # where a helper binds memory -> callers consuming it elsewhere
 
     def __post_init__(self) -> None:
         p = self.profile
         self._single_rank = {
-            group: frozenset(filter(None, map(parse_relation, relations)))
+            group: tuple(filter(None, map(parse_relation, relations)))
             for group, relations in p.single_rank.items()
         }
-        self.getters = _Table(p.getters, p.packages)
-        self.sizes = _Table(p.sizes, p.packages)
-        self.allocators = _Table({k: Allocator.from_profile(v) for k, v in p.allocators.items()}, p.packages)
-        self.contexts = _Table(p.contexts, p.packages)
-        self.collectives = _Table(p.collectives, p.packages)
-        self.local_copies = _Table({name: True for name in p.local_copies}, p.packages)
+        self._aliases = {
+            (group, other): key
+            for group, others in p.aliases.items() for other, relation in others.items()
+            if (key := parse_relation(relation))
+        }
+        self.entries = _Table(profile_entries(p), p.packages)
+        self.classes = _Table({}, ())
+        self.misuses = _Table({}, ())
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
-        self._pinned_tails = frozenset(filter(None, map(self.getters.tail_key, p.pinned)))
+        self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
+        self.quantities = frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
+
+    def entry(self, name: str) -> b.Entry | None:
+        return self.entries.get(name)
+
+    def call(self, name: str) -> b.Behaviour | None:
+        found = self.entries.get(name)
+        return found.call if found is not None else None
 
     def is_pinned(self, name: str) -> bool:
         """The user's configuration describes `name`: the scanned code's definition does not override it."""
         pinned = self.profile.pinned
-        return name in pinned or (key := self.getters.tail_key(name)) is not None and key in self._pinned_tails
+        return name in pinned or (key := self.entries.tail_key(name)) is not None and key in self._pinned_tails
 
     def is_tensor_factory(self, name: str) -> bool:
         return name.rpartition(".")[2] in self._factory_names
 
-    def is_collective_method(self, name: str) -> bool:
-        return name in self.profile.collective_methods
-
     def is_same_group_attribute(self, name: str) -> bool:
         return name in self.profile.same_group_attributes
 
-    def single_rank_groups(self, relations: frozenset[str]) -> frozenset[str]:
-        """Groups that have one rank when all of `relations` hold."""
-        return frozenset(g for g, rels in self._single_rank.items() if relations & rels)
+    def single_rank(self, group: str) -> tuple[str, ...]:
+        """The relations (canonical keys) under each of which `group` has one rank."""
+        return self._single_rank.get(group, ())
+
+    def alias(self, a: str, b_: str) -> str | None:
+        """The relation under which groups `a` and `b_` are one group object, if any."""
+        return self._aliases.get((a, b_)) or self._aliases.get((b_, a))
+
+    def allocation_words(self) -> set[str]:
+        """The final names of every call that binds memory (the gate: only files naming one can hold a finding)."""
+        words = set()
+        for name in self.entries.names():
+            entry = self.entries.get(name)
+            call = entry.call if entry is not None else None
+            if call is not None and (call.allocator() or call.context() or call.registers or call.binds_pools
+                                     or any(isinstance(r, b.PoolContext) for r in call.returns)):
+                words.add(name.partition("(")[0].rpartition(".")[2])
+        words |= set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+        return words

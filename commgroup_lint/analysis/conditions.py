@@ -1,9 +1,34 @@
-"""Path conditions: turn `if` tests into literals so exclusive branches can be told apart."""
+"""Path conditions: `if` tests as literals, so exclusive branches can be told apart and a
+finding can say under which configuration it holds.
+
+A literal is `(key, holds)`. The key is the canonical text of a relation (`a == b`, `a < b`,
+`a is b`, `a in b`) or of a truthy operand. Each operand carries its scope as a prefix, so a
+literal keeps its meaning exactly as far as its scope reaches:
+
+- `#q` a world size the profile names (`#tp_size`): meaningful everywhere;
+- `@pkg.mod.name...` a module-level object, by its qualified name: meaningful everywhere;
+- `self.x...` an attribute of the method's own object: meaningful in the class's methods, and
+  in a caller once `self` is replaced by the receiver (`self.embed.use_attn_tp_group`);
+- `$i:name...` the function's parameter at position `i`: a call substitutes its argument;
+- `~name...` a local variable: meaningful in its own function only;
+- a Python constant (`1`, `None`, `'x'`).
+"""
 
 from __future__ import annotations
 
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.facts import Literal, PathCondition
+
+Literal = tuple[str, bool]
+PathCondition = frozenset[Literal]
+Branches = tuple[frozenset[Literal], frozenset[Literal]]
+
+QUANTITY, GLOBAL, PARAM, LOCAL = "#", "@", "$", "~"
+SELF = "self"
 
 # Each relation as (canonical operator, operands swapped, negated): everything is written with
 # `==`, `is`, `in` or `<`, so a condition and its negation share one key.
@@ -14,6 +39,8 @@ _CANONICAL = {
     "<": ("<", False, False), ">=": ("<", False, True),
     ">": ("<", True, False), "<=": ("<", True, True),
 }
+_NEGATED = {"==": "!=", "is": "is not", "in": "not in", "<": ">="}
+_RELATION = re.compile(r"^(.+?) (==|is|in|<) (.+)$")
 
 
 def relation_key(left: str, op: str, right: str) -> tuple[str, bool]:
@@ -31,18 +58,290 @@ def relation_key(left: str, op: str, right: str) -> tuple[str, bool]:
     return f"{left} {op} {right}", not negated
 
 
-def parse_relation(text: str) -> str | None:
-    """The canonical key of a relation written in a profile, e.g. `tp_size == attn_dp_size`."""
+def split_relation(key: str) -> tuple[str, str, str] | None:
+    found = _RELATION.match(key)
+    return (found.group(1), found.group(2), found.group(3)) if found else None
+
+
+def parse_literal(text: str) -> Literal | None:
+    """A relation between world sizes written in a profile, e.g. `tp_size != attn_dp_size`
+    (bare names are quantities, numbers are constants), as a literal."""
     for op in ("!=", "==", "<=", ">=", "<", ">"):  # two-character operators first
         left, found, right = text.partition(f" {op} ")
         if found:
-            key, holds = relation_key(left.strip(), op, right.strip())
-            return key if holds else None
+            return relation_key(_quantity(left.strip()), op, _quantity(right.strip()))
     return None
 
 
+def parse_relation(text: str) -> str | None:
+    """The canonical key of a relation that holds as written (`tp_size == attn_dp_size`)."""
+    literal = parse_literal(text)
+    return literal[0] if literal is not None and literal[1] else None
+
+
+def parse_guarded(text: str) -> tuple[str, PathCondition]:
+    """`attn_tp when tp_size != attn_dp_size and attn_tp_size > 1`: a group and its guard."""
+    group, _, when = text.partition(" when ")
+    literals = [parse_literal(part.strip()) for part in when.split(" and ")] if when else []
+    return group.strip(), frozenset(lit for lit in literals if lit is not None)
+
+
+def _quantity(word: str) -> str:
+    return word if word.lstrip("-").isdigit() else QUANTITY + word
+
+
+# operands ------------------------------------------------------------------------------
+
+def constant_operand(value: object) -> str | None:
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    return None
+
+
+def operand_scope(operand: str) -> str:
+    """`#`, `@`, `$`, `~`, `self`, or `const`."""
+    if operand.startswith((QUANTITY, GLOBAL, PARAM, LOCAL)):
+        return operand[0]
+    if operand == SELF or operand.startswith(SELF + "."):
+        return SELF
+    return "const"
+
+
+def display_operand(operand: str) -> str:
+    scope = operand_scope(operand)
+    if scope in (QUANTITY, LOCAL):
+        return operand[1:]
+    if scope == PARAM:
+        return operand.partition(":")[2]
+    if scope == GLOBAL:
+        head, paren, rest = operand[1:].partition("(")
+        return head.rpartition(".")[2] + paren + rest if paren else _short_global(head)
+    return operand
+
+
+def _short_global(path: str) -> str:
+    """`@sglang.srt.utils._is_hip` -> `_is_hip`; an attribute of a module-level name keeps the name."""
+    return path.rpartition(".")[2]
+
+
+def key_operands(key: str) -> tuple[str, ...]:
+    relation = split_relation(key)
+    return (relation[0], relation[2]) if relation else (key,)
+
+
+def display_literal(literal: Literal) -> str:
+    key, holds = literal
+    relation = split_relation(key)
+    if relation is None:
+        text = display_operand(key)
+        return text if holds else f"not {text}"
+    left, op, right = relation
+    if op == "<" and operand_scope(left) == "const" and operand_scope(right) != "const":
+        # `1 < attn_dp_size` reads `attn_dp_size > 1`
+        return f"{display_operand(right)} {'>' if holds else '<='} {display_operand(left)}"
+    return f"{display_operand(left)} {op if holds else _NEGATED[op]} {display_operand(right)}"
+
+
+def display_condition(literals: Iterable[Literal]) -> str:
+    """`tp_size != attn_dp_size and self.use_attn_tp_group`: size relations first, then the rest."""
+    shown = sorted(set(literals), key=lambda lit: (kind(lit[0]) != SIZE, display_literal(lit)))
+    return " and ".join(display_literal(lit) for lit in shown)
+
+
+# kinds of literal ----------------------------------------------------------------------
+
+SIZE, FLAG, DATA = "size", "flag", "data"
+
+
+def kind(key: str) -> str:
+    """What a literal is about: a relation between world sizes (`size`); a flag or mode the code
+    sets (`flag`: an attribute of `self`, a module-level value, a parameter used as a boolean);
+    or data flowing through the function (`data`: a local value, an attribute of an argument)."""
+    operands = key_operands(key)
+    scopes = [operand_scope(o) for o in operands]
+    if QUANTITY in scopes and all(s in (QUANTITY, "const") for s in scopes):
+        return SIZE
+    for operand, scope in zip(operands, scopes):
+        if scope == LOCAL:
+            return DATA
+        if scope == PARAM and any(c in operand.partition(":")[2] for c in ".(["):
+            return DATA
+    return FLAG
+
+
+def configuration(literals: Iterable[Literal]) -> frozenset[Literal]:
+    """The literals that describe a configuration (sizes and flags), not data."""
+    return frozenset(lit for lit in literals if kind(lit[0]) != DATA)
+
+
+# consistency ---------------------------------------------------------------------------
+
+def contradicts(cond: Iterable[Literal]) -> bool:
+    """Whether the literals cannot all hold: a key with both values, or bounds on one operand
+    that exclude each other (`attn_tp_size == 1` and `1 < attn_tp_size`)."""
+    cond = set(cond)
+    if any((key, not holds) in cond for key, holds in cond):
+        return True
+    return _bounds_contradict(cond)
+
+
+def _bounds_contradict(cond: set[Literal]) -> bool:
+    low: dict[str, int] = {}   # operand >= low
+    high: dict[str, int] = {}  # operand <= high
+    unequal: dict[str, set[int]] = {}
+    for key, holds in cond:
+        relation = split_relation(key)
+        if relation is None:
+            continue
+        left, op, right = relation
+        number, operand, number_first = _int_side(left, right)
+        if number is None or operand is None:
+            continue
+        if op == "==":
+            if holds:
+                low[operand] = max(low.get(operand, number), number)
+                high[operand] = min(high.get(operand, number), number)
+            else:
+                unequal.setdefault(operand, set()).add(number)
+        elif op == "<":
+            # number < operand, or operand < number; negated: >=
+            if number_first == holds:  # number < operand  (or not operand < number)
+                bound = number + 1 if holds else number
+                low[operand] = max(low.get(operand, bound), bound)
+            else:  # operand < number  (or not number < operand)
+                bound = number - 1 if holds else number
+                high[operand] = min(high.get(operand, bound), bound)
+    for operand in set(low) | set(high):
+        lo, hi = low.get(operand), high.get(operand)
+        if lo is not None and hi is not None:
+            if lo > hi or (lo == hi and lo in unequal.get(operand, ())):
+                return True
+    return False
+
+
+def _int_side(left: str, right: str) -> tuple[int | None, str | None, bool]:
+    for number_text, operand, first in ((left, right, True), (right, left, False)):
+        if number_text.lstrip("-").isdigit() and not operand.lstrip("-").isdigit():
+            return int(number_text), operand, first
+    return None, None, False
+
+
+def holding(cond: Iterable[Literal]) -> frozenset[str]:
+    return frozenset(key for key, holds in cond if holds)
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """How a callee's literals read at one call site: parameters replaced by the arguments'
+    operands (or their conditions), `self` by the receiver's operand."""
+
+    params: dict[int, str | None]  # parameter index -> the argument's operand, None if it has none
+    param_literals: dict[int, Branches]  # parameter index -> the argument's own literals (a flag passed on)
+    constants: dict[int, object]  # parameter index -> the argument's constant value
+    receiver: str | None  # the operand replacing `self`; None: `self` means nothing here
+
+    def apply(self, cond: Iterable[Literal]) -> tuple[frozenset[Literal], bool, bool]:
+        """(the literals at the call site, whether some could not be translated, whether
+        the callee's condition is false at this call)."""
+        out: set[Literal] = set()
+        lost = False
+        for key, holds in cond:
+            translated = self._literal(key, holds)
+            if translated is None:
+                lost = True
+            elif translated is False:
+                return frozenset(), lost, True
+            elif translated is not True:
+                out |= translated
+        return frozenset(out), lost, False
+
+    def _literal(self, key: str, holds: bool) -> set[Literal] | bool | None:
+        relation = split_relation(key)
+        if relation is None:
+            index = _bare_param(key)
+            if index is not None:
+                if index in self.constants:
+                    return bool(self.constants[index]) == holds
+                if index in self.param_literals:
+                    when_true, when_false = self.param_literals[index]
+                    chosen = when_true if holds else when_false
+                    if chosen:
+                        return set(chosen)
+            operand = self._operand(key)
+            return None if operand is None else {(operand, holds)}
+        left, op, right = relation
+        left_operand, right_operand = self._operand(left), self._operand(right)
+        if left_operand is None or right_operand is None:
+            return None
+        decided = _evaluate(left_operand, op, right_operand)
+        if decided is not None:
+            return decided == holds
+        new_key, new_holds = relation_key(left_operand, op, right_operand)
+        return {(new_key, new_holds if holds else not new_holds)}
+
+    def _operand(self, operand: str) -> str | None:
+        scope = operand_scope(operand)
+        if scope == PARAM:
+            index_text, _, rest = operand[1:].partition(":")
+            name_end = next((i for i, c in enumerate(rest) if c in ".(["), len(rest))
+            base = self.params.get(int(index_text))
+            if base is None:
+                return None
+            if base.startswith(QUANTITY) and name_end < len(rest):
+                return None  # an attribute of a size is not a size
+            return base + rest[name_end:]
+        if scope == SELF:
+            if self.receiver is None:
+                return None
+            return self.receiver + operand[len(SELF):]
+        if scope == LOCAL:
+            return None
+        return operand
+
+
+def _evaluate(left: str, op: str, right: str) -> bool | None:
+    """A relation between two constants, decided (`0 == 2` is false); None otherwise."""
+    if operand_scope(left) != "const" or operand_scope(right) != "const":
+        return None
+    try:
+        a, b = ast.literal_eval(left), ast.literal_eval(right)
+        if op == "==":
+            return a == b
+        if op == "is":
+            return a is b
+        return a in b if op == "in" else a < b
+    except (ValueError, SyntaxError, TypeError):
+        return None
+
+
+def mentions(key: str, names: set[str]) -> bool:
+    """Whether the literal reads one of the local variables or parameters `names`."""
+    for operand in key_operands(key):
+        scope = operand_scope(operand)
+        if scope == LOCAL:
+            base = operand[1:]
+        elif scope == PARAM:
+            base = operand.partition(":")[2]
+        else:
+            continue
+        name = re.split(r"[.(\[]", base, maxsplit=1)[0]
+        if name in names:
+            return True
+    return False
+
+
+def _bare_param(key: str) -> int | None:
+    if not key.startswith(PARAM):
+        return None
+    index_text, _, name = key[1:].partition(":")
+    if any(c in name for c in ".(["):
+        return None
+    return int(index_text)
+
+
 def render(expr: ir.Expr) -> str | None:
-    """A stable text for simple expressions (names, attributes, calls without arguments)."""
+    """A plain text for simple expressions (names, attributes, calls without arguments), used
+    where no scope is needed (sibling conventions, fix descriptions)."""
     if isinstance(expr, ir.Name):
         return expr.id
     if isinstance(expr, ir.Attr):
@@ -54,14 +353,3 @@ def render(expr: ir.Expr) -> str | None:
     if isinstance(expr, ir.Const):
         return repr(expr.value)
     return None
-
-
-def contradicts(cond: PathCondition) -> bool:
-    return any((key, not holds) in cond for key, holds in cond)
-
-
-def holding(cond: PathCondition) -> frozenset[str]:
-    return frozenset(key for key, holds in cond if holds)
-
-
-Branches = tuple[frozenset[Literal], frozenset[Literal]]

@@ -1,40 +1,70 @@
-"""The abstract values of the group dataflow and the events it records."""
+"""The abstract values of the group dataflow and the events it records.
+
+A value is a set of facts: every possibility the expression may hold on some path. A group
+is a fact like any other value, so it flows through variables, attributes, tuples, calls and
+returns; a group chosen under a condition carries that condition (its guard), so a binding
+made in one branch is not compared with a consumer in the exclusive one.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.conditions import Literal, PathCondition
 
-# A path condition literal: (normalised condition text, whether it holds).
-Literal = tuple[str, bool]
-PathCondition = frozenset[Literal]
+SYMBOLIC = "?"  # the prefix of a group the analysis knows only by the expression holding it
+
+
+def is_symbolic(group: str) -> bool:
+    return group.startswith(SYMBOLIC)
+
+
+def display_group(group: str) -> str:
+    return group[len(SYMBOLIC):] if is_symbolic(group) else group
+
+
+# A group the memory is bound to (or a collective runs on), with the literals under which.
+Guarded = tuple[str, PathCondition]
 
 
 @dataclass(frozen=True, eq=False)
 class Allocation:
-    """One place memory is bound to a group: an allocator call or a symmetric-memory context."""
+    """One place memory is bound to a group: an allocator call, a context, a registration, or
+    a call of a helper or method whose returned memory is bound inside it."""
 
-    kind: str  # "call" or "context"
-    name: str  # the allocator's or context manager's qualified name
+    how: str  # "context", "allocator" or "registration"
+    name: str  # the API's (or helper's) qualified name
     call: ir.Call
-    groups: frozenset[str] | None  # None when the group is not known from the code
+    groups: tuple[Guarded, ...] | None  # None when the group is not known from the code
     group_params: frozenset[int] = frozenset()  # the enclosing function's parameters that supply the group
     missing_param: str | None = None  # the group parameter the call leaves out
-    hidden_origin: str | None = None  # where a helper that hides the group fixes it
+    bound_at: str | None = None  # "path:line" inside a helper or method where the memory is bound
+    hidden: bool = False  # the helper fixes the group inside (it takes none from the caller)
     function: str = ""  # qualified name of the enclosing function
     class_name: str | None = None
     cond: PathCondition = frozenset()
     statement: ir.Span = ir.NO_SPAN  # the statement holding the call (a fix may insert before it)
+    factory: bool = False  # a context whose body made a fresh tensor (`torch.empty`, ...)
 
     @property
     def short_name(self) -> str:
-        return self.name.rpartition(".")[2]
+        return self.name.partition("(")[0].rpartition(".")[2]
+
+    @property
+    def group_names(self) -> frozenset[str]:
+        return frozenset(g for g, _ in self.groups or ())
+
+    @property
+    def kind(self) -> str:
+        """`context` for a `with` block, `call` for memory returned by a call."""
+        return "context" if self.how == "context" and not self.bound_at else "call"
 
 
 @dataclass(frozen=True)
 class GroupFact:
     group: str
+    guard: PathCondition = frozenset()
 
 
 @dataclass(frozen=True)
@@ -76,12 +106,43 @@ class CondFact:
 
 
 @dataclass(frozen=True)
+class TupleFact:
+    """A tuple (or list) whose elements are known by position."""
+
+    items: tuple[frozenset, ...]
+
+
+@dataclass(frozen=True)
+class CallableFact:
+    """A known callable with some arguments already given (`functools.partial(nccl_mem, pool,
+    group=g)`): calling or entering it behaves as calling `path` with all the arguments."""
+
+    path: str
+    args: tuple[tuple[str | None, frozenset], ...]  # (keyword or None for positional, value)
+
+
+@dataclass(frozen=True)
+class ObjectFact:
+    """An instance of a class of the scanned code: its methods resolve to their summaries."""
+
+    cls: str
+
+
+@dataclass(frozen=True)
+class ConstFact:
+    """A constant (`True`, `None`, `4`, `"x"`): a test on it decides its branch."""
+
+    value: object
+
+
+@dataclass(frozen=True)
 class UnknownFact:
     pass
 
 
 UNKNOWN = UnknownFact()
-Fact = GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | UnknownFact
+Fact = (GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | TupleFact
+        | CallableFact | ObjectFact | ConstFact | UnknownFact)
 Value = frozenset[Fact]
 UNKNOWN_VALUE: Value = frozenset({UNKNOWN})
 
@@ -91,10 +152,23 @@ class Consumption:
     """A bound buffer reaching a collective on some path."""
 
     allocation: Allocation
-    collective: str  # display name of the collective
+    collective: str  # display name of the collective (or of the helper that runs it)
     call: ir.Call
-    groups: frozenset[str]  # the groups the collective can run on
-    binding: frozenset[str]  # the groups the buffer can be bound to on this path
+    groups: tuple[Guarded, ...]  # the groups the collective may run on, each with its guard
+    cond: PathCondition  # the path to the collective (its guard in the helper included)
+    lost: bool = False  # part of a helper's condition could not be read at this call
+
+    @property
+    def group_names(self) -> frozenset[str]:
+        return frozenset(g for g, _ in self.groups)
+
+
+@dataclass(frozen=True)
+class ParamUse:
+    """A parameter's value reaching a collective (for the function's summary)."""
+
+    groups: tuple[Fact, ...]  # GroupFacts (with guards) or ParamFacts (the group comes from a parameter)
+    cond: PathCondition
 
 
 @dataclass
@@ -105,13 +179,16 @@ class FunctionFacts:
     node: ir.FunctionDef | None
     class_name: str | None
     callable_by_name: bool = False  # a module-level function, or a class's static or class method
+    class_qualname: str | None = None
     allocations: list[Allocation] = field(default_factory=list)
     consumptions: list[Consumption] = field(default_factory=list)
     returns: set[Fact] = field(default_factory=set)
-    param_consumers: dict[int, frozenset[str]] = field(default_factory=dict)
+    param_uses: dict[int, list[ParamUse]] = field(default_factory=dict)
     param_consumer_names: dict[int, str] = field(default_factory=dict)
     scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
+    deciding: set[str] = field(default_factory=set)  # unresolved calls whose result decides a branch
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call
+    stores: dict[str, frozenset] = field(default_factory=dict)  # `self.x` values this method leaves
     factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in

@@ -2,25 +2,33 @@
 
 It walks statements in order, following the control flow (branches are analysed apart and
 joined; loops run to a fixpoint of two passes; `return`/`raise` end a path), and tracks for
-every variable which groups, world sizes, bound buffers and symmetric-memory contexts it
-may hold. Each `if` adds a literal to the path condition, so a buffer bound under `c` never
-meets a consumer under `not c`. It records allocations and the collectives that consume them.
+every variable and every attribute of `self` which groups, world sizes, bound buffers,
+contexts, callables and flags it may hold. Each `if` adds a literal to the path condition,
+and a group chosen inside a branch keeps that branch's literals as its guard, so a buffer
+bound under `c` is never compared with a consumer under `not c`.
+
+Every call is looked up in the `Api` (the profile's entries and the scanned code's
+summaries) and its `Behaviour` applied: arguments replace parameters, the callee's
+conditions are read in the caller's terms, and what it consumes is recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
+from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.api import Allocator, Api
-from commgroup_lint.analysis.conditions import Branches, contradicts, holding, relation_key, render
+from commgroup_lint.analysis.api import WORLD, Api
+from commgroup_lint.analysis.conditions import (
+    GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, constant_operand,
+    contradicts, mentions, operand_scope, relation_key,
+)
 from commgroup_lint.analysis.facts import (
-    UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CondFact, Consumption, ContextFact, Fact, FunctionFacts,
-    GroupFact, ParamFact, PathCondition, PathFact, SizeFact, Value,
+    SYMBOLIC, UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CallableFact, CondFact, ConstFact, Consumption, ContextFact,
+    Fact, FunctionFacts, GroupFact, Guarded, ObjectFact, ParamFact, ParamUse, PathFact, SizeFact, TupleFact, Value,
 )
 from commgroup_lint.analysis.names import ImportTable
-from commgroup_lint.profile import Collective, GroupParam
 
 # Tensor methods whose result shares the receiver's storage (a view keeps the binding).
 VIEW_METHODS = frozenset({
@@ -28,50 +36,112 @@ VIEW_METHODS = frozenset({
     "transpose", "t", "permute", "squeeze", "unsqueeze", "expand", "select", "split", "chunk",
     "tensor_split", "unbind", "detach", "movedim",
 })
-_SPLITTING_METHODS = frozenset({"split", "chunk", "tensor_split", "unbind"})
+# Tensor methods that work in place and return the receiver.
+IN_PLACE_METHODS = frozenset({"copy_", "fill_", "zero_", "add_", "mul_", "masked_fill_", "div_", "sub_", "clamp_"})
+_PARTIAL = frozenset({"functools.partial"})
+_LIST_GROWING = frozenset({"append", "extend", "insert"})
+_SUPER = "super"
 
 Env = dict[str, Value]
 
 
 def join(a: Env, *others: Env) -> Env:
     out = dict(a)
-    for b in others:
-        for key, value in b.items():
+    for other in others:
+        for key, value in other.items():
             out[key] = out[key] | value if key in out else value
     return out
 
 
-def known_groups(value: Value) -> frozenset[str] | None:
-    """The groups a value may be, or None when any possibility is not a known group."""
-    if not value or not all(isinstance(f, GroupFact) for f in value):
+def flatten(value: Value) -> Iterator[Fact]:
+    """The facts of a value and of every element of the tuples in it."""
+    for f in value:
+        if isinstance(f, TupleFact):
+            for item in f.items:
+                yield from flatten(item)
+        else:
+            yield f
+
+
+def guarded_groups(value: Value) -> tuple[Guarded, ...] | None:
+    """The groups a value may be, each with its guard; None when a possibility is not a group.
+    A parameter stands for the group it will be (`?name`)."""
+    if not value:
         return None
-    return frozenset(f.group for f in value if isinstance(f, GroupFact))
+    out: list[Guarded] = []
+    for f in value:
+        if isinstance(f, GroupFact):
+            out.append((f.group, f.guard))
+        elif isinstance(f, ParamFact):
+            out.append((SYMBOLIC + f.name.lstrip("*"), frozenset()))
+        else:
+            return None
+    return tuple(sorted(set(out), key=lambda g: (g[0], sorted(g[1]))))
+
+
+def known_groups(value: Value) -> frozenset[str] | None:
+    found = guarded_groups(value)
+    return None if found is None else frozenset(g for g, _ in found)
+
+
+def scoped(literals: Iterable[Literal], keep: tuple[str, ...]) -> frozenset[Literal]:
+    """The literals whose operands are all of the given scopes (constants always kept)."""
+    from commgroup_lint.analysis.conditions import key_operands
+
+    return frozenset(
+        lit for lit in literals
+        if all(operand_scope(o) in keep or operand_scope(o) == "const" for o in key_operands(lit[0]))
+    )
+
+
+PORTABLE = (QUANTITY, GLOBAL, SELF, PARAM)  # literals a summary can carry (locals mean nothing elsewhere)
+
+
+@dataclass
+class Scope:
+    """Where a function sits: its module's imports, its class (for `self.m()` and `super()`)."""
+
+    imports: ImportTable
+    class_qualname: str | None = None
+    display: str = ""  # the file, for "path:line" origins
+    is_method: bool = False  # the first parameter is `self` (or `cls`)
+    local_classes: dict[str, tuple[tuple[str, ...], frozenset[str]]] | None = None  # this module's classes
 
 
 class FunctionFlow:
     def __init__(
         self,
         api: Api,
-        imports: ImportTable,
+        scope: Scope,
         facts: FunctionFacts,
         params: Sequence[ir.Param] = (),
         seed: Env | None = None,
     ) -> None:
-        self.api, self.imports, self.facts = api, imports, facts
+        self.api, self.scope, self.imports, self.facts = api, scope, scope.imports, facts
         self.env: Env = dict(seed or {})
+        self.params: dict[str, int] = {}
+        self.self_name: str | None = None
         for i, p in enumerate(params):
-            self.env[p.name.lstrip("*")] = frozenset({ParamFact(i, p.name)})
+            name = p.name.lstrip("*")
+            if i == 0 and scope.is_method:
+                self.self_name = name
+                continue
+            self.env[name] = frozenset({ParamFact(i, p.name)})
+            self.params[name] = i
         self.cond: PathCondition = frozenset()
         self.contexts: list[Allocation] = []
+        self._call_values: dict[int, Value] = {}  # a call's value, by node: `if helper():` reads its flag
         self.statement: ir.Span = ir.NO_SPAN
         self._allocations: dict[int, Allocation] = {}
-        self._seen: set[tuple[int, int]] = set()
+        self._seen: set[tuple] = set()
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
 
     # statements ------------------------------------------------------------------
     def run(self, body: Iterable[ir.Stmt]) -> None:
         self.block(body)
         self.facts.allocations = sorted(self._allocations.values(), key=lambda a: (a.call.span.line, a.call.span.col))
+        if self.facts.allocations or self.facts.consumptions or self.facts.param_uses:
+            self.facts.wanted |= self.facts.deciding
 
     def block(self, body: Iterable[ir.Stmt]) -> bool:
         """Execute statements; False when every path through them leaves the block."""
@@ -94,19 +164,30 @@ class FunctionFlow:
         elif isinstance(s, ir.Loop):
             self.loop(s)
         elif isinstance(s, ir.With):
-            self.with_(s)
+            return self.with_(s)
         elif isinstance(s, ir.Try):
             return self.try_(s)
+        elif isinstance(s, ir.Assert):
+            self.eval(s.test)
+            self.cond = self.cond | self.literals(s.test)[0]
         elif isinstance(s, ir.Return):
             if s.value is not None:
-                self.facts.returns.update(self.eval(s.value))
+                self.facts.returns.update(self.guard(self.eval(s.value), self.cond))
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
                 self._jumps[-1][s.kind].append(dict(self.env))
             return False
-        elif isinstance(s, (ir.FunctionDef, ir.ClassDef)):
+        elif isinstance(s, ir.FunctionDef):
+            self.env[s.name] = frozenset({PathFact(f"{self.facts.qualname}.{s.name}")})  # its summary, if any
+        elif isinstance(s, ir.ClassDef):
             self.env[s.name] = UNKNOWN_VALUE  # analysed on its own
+        elif isinstance(s, ir.Import) and self.facts.node is not None:
+            # an import inside a function binds its name on this path only (two branches may
+            # import two modules' `mhc_pre` under one name)
+            for name in s.names:
+                if name.name != "*":
+                    self.env[name.asname] = frozenset(self.path_value(self.imports.qualify_import(name)))
         elif isinstance(s, ir.OtherStmt):
             for e in s.exprs:
                 self.eval(e)
@@ -114,6 +195,9 @@ class FunctionFlow:
 
     def branch(self, test: ir.Expr, body: Sequence[ir.Stmt], orelse: Sequence[ir.Stmt]) -> bool:
         self.eval(test)
+        decided = self.decided(test)
+        if decided is not None:  # `if not norm_fused:` where norm_fused is False: one branch runs
+            return self.block(body if decided else orelse)
         when_true, when_false = self.literals(test)
         start_env, start_cond = self.env, self.cond
         self.env, self.cond = dict(start_env), start_cond | when_true
@@ -121,6 +205,7 @@ class FunctionFlow:
         self.env, self.cond = dict(start_env), start_cond | when_false
         through_else, else_env = self.block(orelse), self.env
         if through_body and through_else:
+            body_env, else_env = self.guarded(body_env, else_env, when_true), self.guarded(else_env, body_env, when_false)
             self.env, self.cond = join(body_env, else_env), start_cond
         elif through_body:
             self.env, self.cond = body_env, start_cond | when_true
@@ -130,6 +215,37 @@ class FunctionFlow:
             self.env, self.cond = join(body_env, else_env), start_cond
         return through_body or through_else
 
+    def decided(self, test: ir.Expr) -> bool | None:
+        """The test's truth when it is a constant, or a variable that holds only one."""
+        if isinstance(test, ir.Const):
+            return bool(test.value)
+        if isinstance(test, ir.Not):
+            inner = self.decided(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ir.Name) and test.id in self.env:
+            value = self.env[test.id]
+            if len(value) == 1 and isinstance(next(iter(value)), ConstFact):
+                return bool(next(iter(value)).value)  # type: ignore[union-attr]
+        return None
+
+    def guarded(self, env: Env, other: Env, literals: frozenset[Literal]) -> Env:
+        """A group one branch leaves in a variable the other branch sets differently carries the
+        branch's literals (`group = tp if cond else attn_tp`)."""
+        if not literals:
+            return env
+        out = dict(env)
+        for key, value in env.items():
+            if other.get(key) is not value and any(isinstance(f, GroupFact) for f in value):
+                out[key] = frozenset(self.guard(value, literals))
+        return out
+
+    @staticmethod
+    def guard(value: Value, literals: Iterable[Literal]) -> set[Fact]:
+        literals = frozenset(literals)
+        if not literals:
+            return set(value)
+        return {GroupFact(f.group, f.guard | literals) if isinstance(f, GroupFact) else f for f in value}
+
     def loop(self, s: ir.Loop) -> None:
         iterated = self.eval(s.iter)
         start_env, start_cond = self.env, self.cond
@@ -137,30 +253,32 @@ class FunctionFlow:
         body_cond = start_cond | self.literals(s.iter)[0] if s.target is None else start_cond
         jumps: dict[str, list[Env]] = {"break": [], "continue": []}
         self._jumps.append(jumps)
+        element = frozenset(f for f in flatten(iterated) if isinstance(f, (BufferFact, GroupFact))) or UNKNOWN_VALUE
+        varying = _assigned_names(s)
         for _ in range(2):
             self.cond = body_cond
             if s.target is not None:
-                element = frozenset(f for f in iterated if isinstance(f, BufferFact)) or UNKNOWN_VALUE
                 self.bind(s.target, element, None)
             through = self.block(s.body)
             self.env = join(start_env, *([self.env] if through else []), *jumps["continue"])
+            # around the back edge, what the last iteration tested of its own variables no longer holds
+            self.env = {k: _forget(v, varying) for k, v in self.env.items()}
         self._jumps.pop()
         self.cond = start_cond
         self.block(s.orelse)
         self.env = join(self.env, *jumps["break"])
 
-    def with_(self, s: ir.With) -> None:
-        entered: list[Allocation] = []
+    def with_(self, s: ir.With) -> bool:
+        depth = len(self.contexts)
         for item in s.items:
             value = self.eval(item.context)
-            entered += [f.allocation for f in value if isinstance(f, ContextFact)]
+            self.contexts.extend(f.allocation for f in value if isinstance(f, ContextFact))
             if item.target is not None:
                 self.bind(item.target, UNKNOWN_VALUE, None)
-        self.contexts.extend(entered)
         try:
-            self.block(s.body)
+            return self.block(s.body)
         finally:
-            del self.contexts[len(self.contexts) - len(entered):]
+            del self.contexts[depth:]  # also what `stack.enter_context(...)` entered inside
 
     def try_(self, s: ir.Try) -> bool:
         start_env = self.env
@@ -177,226 +295,518 @@ class FunctionFlow:
         return self.block(s.finalbody) and through
 
     def bind(self, target: ir.Expr, value: Value, source: ir.Expr | None) -> None:
-        if isinstance(target, ir.Name):
-            if isinstance(source, (ir.BoolOp, ir.Compare, ir.Not)):  # `use_x = a and not b`: remember a, not b
-                value = frozenset({CondFact(*self.literals(source))})
-            self.env[target.id] = value
-        elif _on_self(target):
-            self.env[f"self.{target.attr}"] = value
+        if isinstance(target, ir.Name) or self.on_self(target):
+            value = self.flag_value(value, source)
+            key = target.id if isinstance(target, ir.Name) else f"self.{target.attr}"  # type: ignore[union-attr]
+            self.env[key] = value
+            if key.startswith("self."):
+                previous = self.facts.stores.get(key, frozenset())
+                self.facts.stores[key] = previous | value
         elif isinstance(target, ir.TupleExpr):
-            if isinstance(source, ir.TupleExpr) and len(source.elts) == len(target.elts):
+            if isinstance(source, ir.TupleExpr) and len(source.elts) == len(target.elts) and not _starred(source):
                 values = [self.eval(e) for e in source.elts]  # every right-hand side before any binding
                 for t, v, e in zip(target.elts, values, source.elts):
                     self.bind(t, v, e)
                 return
-            split = _splits_buffer(source)
+            tuples = [f for f in value if isinstance(f, TupleFact) and len(f.items) == len(target.elts)]
+            if tuples and not _starred(target):
+                for i, t in enumerate(target.elts):
+                    self.bind(t, frozenset().union(*(f.items[i] for f in tuples)), None)
+                return
+            # a call returning several tensors (`h, r = norm(h, r)`, `a, b = x.split(n)`): each keeps the bindings
+            element = frozenset(f for f in flatten(value) if isinstance(f, (BufferFact, ParamFact))) or UNKNOWN_VALUE
             for t in target.elts:
-                self.bind(t, value if split else UNKNOWN_VALUE, None)
+                self.bind(t.value if isinstance(t, ir.Starred) else t, element, None)
+
+    def grow(self, target: ir.Name, value: Value) -> None:
+        """`groups.append(g)`: the list holds one more element."""
+        held = self.env.get(target.id)
+        if held is None:
+            return
+        grown = {TupleFact(f.items + (value,)) if isinstance(f, TupleFact) else f for f in held}
+        self.env[target.id] = frozenset(grown)
+
+    def flag_value(self, value: Value, source: ir.Expr | None) -> Value:
+        """A boolean expression keeps its literals (`use_x = a and not b`, `x if x is not None else c`)."""
+        if isinstance(source, (ir.BoolOp, ir.Compare, ir.Not)) and not _holds_memory_or_group(value):
+            return frozenset({CondFact(*self.literals(source))}) | value
+        if isinstance(source, ir.IfExpr) and not _holds_memory_or_group(value):
+            default = _none_default(source)
+            if default is not None:
+                return frozenset({CondFact(*self.literals(default))}) | value
+        return value
 
     # expressions -----------------------------------------------------------------
     def eval(self, e: ir.Expr) -> Value:
         if isinstance(e, ir.Name):
             if e.id in self.env:
                 return self.env[e.id]
+            if e.id == self.self_name:
+                return UNKNOWN_VALUE
             qualified = self.imports.qualify(e)
-            return frozenset({PathFact(qualified)}) if qualified else UNKNOWN_VALUE
+            return frozenset(self.path_value(qualified)) if qualified else UNKNOWN_VALUE
         if isinstance(e, ir.Attr):
             return self.attribute(e)
         if isinstance(e, ir.Call):
             return self.call(e)
         if isinstance(e, ir.Subscript):
-            base = self.eval(e.value)
-            return frozenset(f for f in base if isinstance(f, (BufferFact, ParamFact))) or UNKNOWN_VALUE
+            return self.subscript(e)
         if isinstance(e, ir.NamedExpr):
             value = self.env[e.target] = self.eval(e.value)
             return value
         if isinstance(e, ir.IfExpr):
             self.eval(e.test)
-            return self.eval(e.body) | self.eval(e.orelse)
+            when_true, when_false = self.literals(e.test)
+            return frozenset(self.guard(self.eval(e.body), when_true) | self.guard(self.eval(e.orelse), when_false))
         if isinstance(e, ir.TupleExpr):
-            for elt in e.elts:
-                self.eval(elt)
-            return UNKNOWN_VALUE
+            items = tuple(self.eval(elt) for elt in e.elts)
+            if _starred(e):
+                return frozenset(f for item in items for f in flatten(item) if isinstance(f, (BufferFact, ParamFact))) \
+                    or UNKNOWN_VALUE
+            return frozenset({TupleFact(items)})
+        if isinstance(e, ir.Starred):
+            return self.eval(e.value)
+        if isinstance(e, ir.Const):
+            return frozenset({ConstFact(e.value)}) if isinstance(e.value, (bool, int, str, type(None))) else UNKNOWN_VALUE
         if isinstance(e, ir.Compare):
             for sub in (e.left, *e.comparators):
                 self.eval(sub)
         elif isinstance(e, ir.BoolOp):
-            for sub in e.values:
-                self.eval(sub)
+            values = [self.eval(sub) for sub in e.values]
+            carried = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
+            if carried:  # `x or default`: either operand
+                return carried | UNKNOWN_VALUE
         elif isinstance(e, ir.Not):
             self.eval(e.operand)
         elif isinstance(e, ir.OtherExpr):
             for sub in e.children:
                 self.eval(sub)
+            if e.arith and self.contexts:  # `a + b` makes a new tensor
+                return self.made_in_contexts(set())
         return UNKNOWN_VALUE
 
+    def on_self(self, e: ir.Expr) -> bool:
+        return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == self.self_name \
+            and self.self_name is not None
+
     def attribute(self, e: ir.Attr) -> Value:
-        if isinstance(e.value, ir.Name) and e.value.id == "self":
-            return self.env.get(f"self.{e.attr}", UNKNOWN_VALUE)
+        if self.on_self(e):
+            key = f"self.{e.attr}"
+            if key in self.env:
+                return self.env[key]
+            method = self.resolve_method(e.attr)
+            return frozenset({PathFact(method)}) if method else UNKNOWN_VALUE
         out: set[Fact] = set()
-        for f in self.eval(e.value):
+        base = self.eval(e.value)
+        for f in base:
             if isinstance(f, PathFact):
                 out |= self.path_value(f"{f.path}.{e.attr}")
             elif isinstance(f, GroupFact) and self.api.is_same_group_attribute(e.attr):
                 out.add(f)
+            elif isinstance(f, ObjectFact):
+                out.add(PathFact(f"{f.cls}.{e.attr}"))
             else:
                 out.add(UNKNOWN)
+        if UNKNOWN in out and (quantity := self.api.profile.size_attributes.get(e.attr)):
+            out = (out - {UNKNOWN}) | {SizeFact(quantity)}  # `context.attn_tp_size`
         return frozenset(out) or UNKNOWN_VALUE
 
     def path_value(self, path: str) -> set[Fact]:
-        groups = self.api.getters.get(path)
-        if groups:
-            return {GroupFact(g) for g in groups}
-        size = self.api.sizes.get(path)
-        if size:
-            return {SizeFact(size)}
+        entry = self.api.entry(path)
+        if entry is not None and entry.value:
+            return set(self.instantiate_all(entry.value, path, None, _NoArgs()))
         return {PathFact(path)}
 
+    def subscript(self, e: ir.Subscript) -> Value:
+        base = self.eval(e.value)
+        if e.index is not None:
+            self.eval(e.index)
+        out: set[Fact] = set()
+        for f in base:
+            if isinstance(f, TupleFact):
+                index = e.index.value if isinstance(e.index, ir.Const) else None
+                if isinstance(index, int) and not isinstance(index, bool) and -len(f.items) <= index < len(f.items):
+                    out |= f.items[index]
+                else:
+                    out |= {g for item in f.items for g in item}
+            elif isinstance(f, (BufferFact, ParamFact)):
+                out.add(f)  # a view of the same memory
+        return frozenset(out) or UNKNOWN_VALUE
+
+    # calls -------------------------------------------------------------------------
     def call(self, c: ir.Call) -> Value:
         args = [self.eval(a.value) for a in c.args]
-        self.facts.passed_on.update(id(f.allocation.call) for value in args for f in value if isinstance(f, BufferFact))
+        self.facts.passed_on.update(
+            id(f.allocation.call) for value in args for f in flatten(value) if isinstance(f, BufferFact)
+        )
         result: set[Fact] = set()
+        made_new = True  # whether the result is a new object (inside a context, new memory)
+        targets: list[tuple[str, str | None, list[Value]]] = []  # (path, receiver operand, args)
         if isinstance(c.func, ir.Attr):
-            receiver = self.eval(c.func.value)
             method = c.func.attr
-            if self.api.is_collective_method(method):
-                if any(isinstance(f, (GroupFact, ParamFact)) for f in receiver):
-                    self.consume_all(c, args, receiver, method)
-                    return UNKNOWN_VALUE
+            receiver_expr = c.func.value
+            if _is_super(receiver_expr):
+                resolved = self.resolve_method(method, skip_own=True)
+                if resolved:
+                    targets.append((resolved, SELF, args))
+                receiver: Value = UNKNOWN_VALUE
+            elif isinstance(receiver_expr, ir.Name) and receiver_expr.id == self.self_name and self.self_name:
+                stored = self.env.get(f"self.{method}")
+                resolved = self.resolve_method(method) if stored is None else None
+                if resolved:
+                    targets.append((resolved, SELF, args))
+                receiver = UNKNOWN_VALUE
+                if stored is not None:
+                    result |= self.call_value(stored, c, args)
+            else:
+                receiver = self.eval(receiver_expr)
+            if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
+                self.contexts.extend(f.allocation for f in args[0] if isinstance(f, ContextFact))
+            elif method in _LIST_GROWING and args and isinstance(receiver_expr, ir.Name):
+                self.grow(receiver_expr, args[-1])
+            for f in receiver:
+                if isinstance(f, GroupFact):
+                    result |= self.group_method(f, method, c, args)
+                elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
+                    result.add(f)
+                    made_new = False
+                elif isinstance(f, PathFact):
+                    targets.append((f"{f.path}.{method}", None, args))
+                elif isinstance(f, ObjectFact):
+                    resolved = self.resolve_method(method, cls=f.cls)
+                    targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args))
+            if not result and any(isinstance(f, GroupFact) for f in receiver) and method not in self.api.profile.methods.collective:
                 self.want_groups(receiver)
-            if method in VIEW_METHODS:
-                result |= {f for f in receiver if isinstance(f, (BufferFact, ParamFact))}
-            paths = [f"{f.path}.{method}" for f in receiver if isinstance(f, PathFact)]
         else:
-            paths = [f.path for f in self.eval(c.func) if isinstance(f, PathFact)]
-        for path in paths:
-            result |= self.call_path(path, c, args)
+            func = self.eval(c.func)
+            for f in func:
+                if isinstance(f, PathFact):
+                    targets.append((f.path, None, args))
+                elif isinstance(f, CallableFact):
+                    result |= self.call_value(frozenset({f}), c, args)
+        for path, receiver_operand, call_args in targets:
+            result |= self.call_path(path, c, call_args, receiver_operand)
         if not result:
             result.add(UNKNOWN)
-        if self.contexts and not any(isinstance(f, (GroupFact, SizeFact, ContextFact)) for f in result):
-            result |= {BufferFact(ctx) for ctx in self.contexts}
-            if isinstance(c.func, (ir.Name, ir.Attr)) and self.api.is_tensor_factory(render(c.func) or ""):
+        if self.contexts and made_new and not any(isinstance(f, _NOT_MEMORY) for f in result):
+            result = self.made_in_contexts(result, c)
+        value = self._call_values[id(c)] = frozenset(result)
+        return value
+
+    def made_in_contexts(self, result: set[Fact], c: ir.Call | None = None) -> Value:
+        """What is made inside a context is bound by it, however it is made."""
+        result |= {BufferFact(ctx) for ctx in self.contexts}
+        if c is not None and isinstance(c.func, (ir.Name, ir.Attr)):
+            name = c.func.attr if isinstance(c.func, ir.Attr) else c.func.id
+            qualified = self.imports.qualify(c.func) if isinstance(c.func, ir.Name) else None
+            if self.api.is_tensor_factory(qualified or name):
                 self.facts.factory_made.update(id(ctx.call) for ctx in self.contexts)
         return frozenset(result)
 
-    def call_path(self, path: str, c: ir.Call, args: list[Value]) -> set[Fact]:
-        api = self.api
-        if (groups := api.getters.get(path)) is not None:
-            return {GroupFact(g) for g in groups}
-        if (size := api.sizes.get(path)) is not None:
-            return {SizeFact(size)}
-        if (allocator := api.allocators.get(path)) is not None:
-            return {BufferFact(self.allocate("call", path, c, args, allocator))}
-        if (context := api.contexts.get(path)) is not None:
-            disabled = c.keyword(context.disabled) if context.disabled else None
-            if isinstance(disabled, ir.Const) and disabled.value is True:
-                return {UNKNOWN}
-            return {ContextFact(self.allocate("context", path, c, args, Allocator(context.group)))}
-        if (collective := api.collectives.get(path)) is not None:
-            self.collective(path, c, args, collective)
-            return {UNKNOWN}
-        if api.local_copies.get(path):
-            self.local_copy(c, args)
-            return {UNKNOWN}
-        facts = {type(f) for value in args for f in value}
-        if BufferFact in facts:
-            self.facts.wanted.add(path)  # may consume the buffer: its summary would tell
-        if ParamFact in facts:
-            self.facts.passes_params_to.add(path)
-        return {PathFact(f"{path}()")}
+    def call_value(self, value: Value, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """Calling a value: a known callable (a `functools.partial` of one) or a path."""
+        out: set[Fact] = set()
+        for f in value:
+            if isinstance(f, CallableFact):
+                out |= self.call_path(f.path, c, args, None, bound=f.args)
+            elif isinstance(f, PathFact):
+                out |= self.call_path(f.path, c, args, None)
+        return out
 
-    # allocations and consumptions ---------------------------------------------------
-    def argument(self, c: ir.Call, args: list[Value], where: GroupParam) -> Value | None:
-        found = c.find_argument(where.param, where.index)
-        if found is not None:
-            return args[found]
-        if c.has_star_args:
-            return UNKNOWN_VALUE
+    def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
+                  bound: tuple[tuple[str | None, Value], ...] = ()) -> set[Fact]:
+        if path in _PARTIAL:
+            return self.partial(c, args)
+        behaviour = self.api.call(path)
+        if behaviour is None:
+            kinds = {type(f) for value in args for f in flatten(value)}
+            if BufferFact in kinds:
+                self.facts.wanted.add(path)  # may consume the buffer: its summary would tell
+            if ParamFact in kinds:
+                self.facts.passes_params_to.add(path)
+            if self.facts.class_qualname and path.startswith(self.facts.class_qualname + "."):
+                return {UNKNOWN}
+            return {PathFact(f"{path}()")}
+        arguments = _Arguments(c, args, bound)
+        sub = self.substitution(arguments, receiver)
+        self.apply_effects(behaviour, path, c, arguments, sub)
+        if not behaviour.returns:
+            return {UNKNOWN}
+        return self.instantiate_all(behaviour.returns, path, c, arguments, sub)
+
+    def partial(self, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """`functools.partial(f, *args, **kwargs)`: a callable that calls `f` with those arguments too."""
+        if not c.args or c.args[0].star:
+            return {UNKNOWN}
+        targets = [f.path for f in args[0] if isinstance(f, PathFact)]
+        bound = tuple((a.keyword, v) for a, v in zip(c.args[1:], args[1:]) if not a.star)
+        return {CallableFact(t, bound) for t in targets} or {UNKNOWN}
+
+    def resolve_method(self, method: str, cls: str | None = None, skip_own: bool = False) -> str | None:
+        """The qualified name of `method` as the class (or its bases, in order) defines it."""
+        start = cls or self.facts.class_qualname
+        if start is None:
+            return None
+        order = self.mro(start)
+        if skip_own:
+            order = order[1:]
+        for klass in order:
+            info = self.class_info(klass)
+            if info is not None and method in info[1]:
+                return f"{klass}.{method}"
         return None
 
-    def allocate(self, kind: str, name: str, c: ir.Call, args: list[Value], allocator: Allocator) -> Allocation:
+    def class_info(self, cls: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        local = self.scope.local_classes or {}
+        if cls in local:
+            return local[cls]
+        found = self.api.classes.get(cls)
+        return found  # type: ignore[return-value]
+
+    def mro(self, cls: str) -> list[str]:
+        order: list[str] = []
+        pending = [cls]
+        while pending and len(order) < 32:
+            klass = pending.pop(0)
+            if klass in order:
+                continue
+            order.append(klass)
+            info = self.class_info(klass)
+            if info is not None:
+                pending.extend(info[0])
+        return order
+
+    # behaviours -------------------------------------------------------------------------
+    def substitution(self, arguments: "_Arguments", receiver: str | None) -> Substitution:
+        params: dict[int, str | None] = {}
+        literals: dict[int, Branches] = {}
+        constants: dict[int, object] = {}
+        for index, expr, value in arguments.positional():
+            params[index] = self.operand(expr) if expr is not None else None
+            cond = [f for f in value if isinstance(f, CondFact)]
+            if cond:
+                literals[index] = (cond[0].when_true, cond[0].when_false)
+            if isinstance(expr, ir.Const):
+                constants[index] = expr.value
+        return Substitution(params, literals, constants, receiver)
+
+    def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: "_Arguments",
+                      sub: Substitution) -> None:
+        display = path.partition("(")[0].rpartition(".")[2]
+        for consume in behaviour.consumes:
+            cond, lost, impossible = sub.apply(consume.cond)
+            if impossible:
+                continue
+            if consume.group is not None:
+                group_value = arguments.value(consume.group)
+                if group_value is None:
+                    group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
+                else:
+                    group_value = self.as_group(group_value, arguments.expr(consume.group))
+            else:
+                group_value = _groups_value(consume.groups)
+            if consume.buffer is not None:
+                buffer_values = [v for v in [arguments.value(consume.buffer)] if v is not None]
+            else:
+                skip = arguments.index_of(consume.group) if consume.group is not None else None
+                buffer_values = [v for i, v in enumerate(arguments.args) if i != skip]
+                buffer_values += [v for _, v in arguments.bound]
+            for value in buffer_values:
+                self.consume(c, value, group_value, consume.name or display, cond, lost)
+        for dst, src in behaviour.copies:
+            self.local_copy(arguments.value(dst), arguments.value(src))
+        for register in behaviour.registers:
+            self.register(register, path, c, arguments)
+
+    def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
+                        sub: Substitution | None = None) -> set[Fact]:
+        out: set[Fact] = set()
+        for item in items:
+            out |= self.instantiate(item, path, c, arguments, sub)
+        return out
+
+    def instantiate(self, item: b.Returned, path: str, c: ir.Call | None, arguments: "_Arguments",
+                    sub: Substitution | None) -> set[Fact]:
+        if isinstance(item, b.Groups):
+            variant = arguments.variant(item.variants) if c is not None else None
+            if variant is not None:
+                return {GroupFact(g, guard) for g, guard in variant}
+            return {GroupFact(g, guard) for g, raw in item.groups if (guard := self.translate(raw, sub)) is not None}
+        if isinstance(item, b.NewGroup):
+            line = c.span.line if c is not None else 0
+            return {GroupFact(f"{path.rpartition('.')[2]}() at {self.scope.display}:{line}")}
+        if isinstance(item, b.Size):
+            return {SizeFact(item.quantity)}
+        if isinstance(item, b.Argument):
+            value = arguments.value(item.arg)
+            return set(value) if value is not None else {UNKNOWN}
+        if isinstance(item, b.Flag):
+            when_true, when_false = self.translate(item.when_true, sub), self.translate(item.when_false, sub)
+            if when_true is None or when_false is None:  # decided at this call: a constant
+                return {ConstFact(when_true is not None)}
+            return {CondFact(when_true, when_false)}
+        if isinstance(item, b.Instance):
+            return {ObjectFact(item.cls)}
+        if isinstance(item, b.Constant):
+            return {ConstFact(item.value)}
+        if isinstance(item, b.Items):
+            return {TupleFact(tuple(
+                frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
+                for alternatives in item.items
+            ))}
+        if c is None:
+            return {UNKNOWN}
+        if isinstance(item, b.Memory):
+            cond = self.translate(item.cond, sub)
+            if cond is None:  # the helper binds memory only on a path this call does not take
+                return {UNKNOWN}
+            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond)
+            return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
+        if isinstance(item, b.Context):
+            if _switched_off(item, arguments):
+                return {UNKNOWN}
+            allocation = self.allocate("context", path, c, arguments, item.binding, item.origin)
+            return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
+        if isinstance(item, b.PoolContext):
+            return {UNKNOWN}
+        return {UNKNOWN}
+
+    def translate(self, literals: PathCondition, sub: Substitution | None) -> PathCondition | None:
+        """A callee's literals in this function's terms (those that cannot be read are dropped);
+        None when they cannot hold at this call (`depth == 0` where the argument is 2)."""
+        if not literals or sub is None:
+            return literals
+        translated, _, impossible = sub.apply(literals)
+        return None if impossible else translated
+
+    def as_group(self, value: Value, expr: ir.Expr | None) -> Value:
+        """A value in a group position: an opaque one stands for the group its expression names
+        (`self.tp_group` is one group wherever it is read)."""
+        self.want_groups(value)
+        if guarded_groups(value) is not None or expr is None:
+            return value
+        text = self.group_text(expr)
+        if text is None:
+            return value
+        return frozenset(f for f in value if isinstance(f, (GroupFact, ParamFact))) | {GroupFact(SYMBOLIC + text)}
+
+    def group_text(self, expr: ir.Expr) -> str | None:
+        """The expression naming a group, without the attributes that stand for the same group."""
+        while isinstance(expr, ir.Attr) and self.api.is_same_group_attribute(expr.attr):
+            expr = expr.value
+        from commgroup_lint.analysis.conditions import render
+
+        return render(expr)
+
+    def allocate(self, how: str, name: str, c: ir.Call, arguments: "_Arguments", binding: b.Binding,
+                 origin: str | None, cond: PathCondition = frozenset()) -> Allocation | None:
         missing: str | None = None
         group_params: frozenset[int] = frozenset()
-        origin = None
-        if allocator.group is None:
-            groups: frozenset[str] | None = allocator.hidden_groups or None
-            origin = allocator.origin
+        groups: tuple[Guarded, ...] | None
+        if binding.param is None:
+            groups = binding.groups or None
         else:
-            value = self.argument(c, args, allocator.group)
-            if value is None and allocator.hidden_groups:
-                groups, origin = allocator.hidden_groups, allocator.origin
+            value = arguments.value(binding.param)
+            if value is not None and _is_none(arguments.expr(binding.param)):
+                value = None  # `group=None`: the default
+            if value is None and binding.default:
+                groups = binding.default
+            elif value is None and arguments.has_star_args:
+                groups = None
             elif value is None:
-                groups, missing = None, allocator.group.param
+                groups = binding.groups or None
+                if not binding.groups and binding.required:
+                    missing = binding.param.param
             else:
-                groups = known_groups(value)
+                value = frozenset(flatten(value))  # a list of groups: bound to each of them
+                value = self.as_group(value, arguments.expr(binding.param))
+                groups = guarded_groups(value)
                 self.want_groups(value)
                 group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
         allocation = Allocation(
-            kind, name, c, groups, group_params, missing, origin, self.facts.qualname,
-            self.facts.class_name, self.cond, self.statement,
+            how, name, c, groups, group_params, missing, origin, binding.hidden and groups is not None,
+            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement,
         )
         previous = self._allocations.get(id(c))
         if previous is not None:  # a loop's second pass: one allocation per call site
             if previous.groups != groups and previous.groups is not None and groups is not None:
-                previous = replace(previous, groups=previous.groups | groups)
+                previous = replace(previous, groups=tuple(sorted(set(previous.groups) | set(groups),
+                                                                 key=lambda g: (g[0], sorted(g[1])))))
                 self._allocations[id(c)] = previous
             return previous
         self._allocations[id(c)] = allocation
         return allocation
 
-    def collective(self, name: str, c: ir.Call, args: list[Value], collective: Collective) -> None:
-        if collective.buffers:
-            for bp in collective.buffers:
-                value = self.argument(c, args, GroupParam(bp.param, bp.index))
-                if value is not None:
-                    self.consume(c, value, frozenset(GroupFact(g) for g in bp.groups), name)
+    def register(self, register: b.Register, path: str, c: ir.Call, arguments: "_Arguments") -> None:
+        """`rendezvous(t, group)`: the tensor's memory is bound from here on."""
+        target = arguments.expr(register.buffer)
+        if target is None:
             return
-        if collective.groups:
-            group_value: Value = frozenset(GroupFact(g) for g in collective.groups)
-        else:
-            found = self.argument(c, args, collective.group)
-            group_value = found if found is not None else UNKNOWN_VALUE  # the default group
-        self.consume_all(c, args, group_value, name)
+        allocation = self.allocate("registration", path, c, arguments, register.binding, None)
+        if allocation is not None and (isinstance(target, ir.Name) or self.on_self(target)):
+            self.bind(target, frozenset({BufferFact(allocation)}), None)
 
-    def consume_all(self, c: ir.Call, args: list[Value], group_value: Value, name: str) -> None:
-        for value in args:
-            if value is not group_value:
-                self.consume(c, value, group_value, name)
+    def group_method(self, group: GroupFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """A method called on a group (or on an object standing for one)."""
+        methods = self.api.profile.methods
+        if method in methods.collective:
+            for value in args:
+                self.consume(c, value, frozenset({group}), method, frozenset(), False)
+            return {UNKNOWN}
+        if method in methods.same_group:
+            return {group}
+        if method in methods.allocator:
+            binding = b.Binding(groups=((group.group, group.guard),))
+            allocation = self.allocate("allocator", method, c, _Arguments(c, args, ()), binding, None)
+            return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
+        return set()
+
+    def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
+                extra: PathCondition, lost: bool) -> None:
+        groups = guarded_groups(group_value)
+        self.want_groups(group_value)
+        for f in flatten(value):
+            if isinstance(f, ParamFact) and groups is not None:
+                uses = self.facts.param_uses.setdefault(f.index, [])
+                use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
+                               scoped(self.cond | extra, PORTABLE))
+                if use not in uses:
+                    uses.append(use)
+                self.facts.param_consumer_names.setdefault(f.index, name)
+            if not isinstance(f, BufferFact) or groups is None:
+                continue
+            allocation = f.allocation
+            canonical = self._allocations.get(id(allocation.call))
+            if canonical is not None and canonical.groups != allocation.groups:
+                allocation = replace(allocation, groups=canonical.groups)  # a loop's passes, merged
+            path = allocation.cond | self.cond | extra
+            if contradicts(path):
+                continue
+            key = (id(allocation.call), id(c), groups, path)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.facts.consumptions.append(Consumption(allocation, name, c, groups, path, lost))
+
+    def want_flag(self, test: ir.Call) -> None:
+        """A helper decides a branch: its summary may say what its result means (a flag
+        relating world sizes), if its module is indexed."""
+        for f in self.eval_quietly(test.func) if isinstance(test.func, (ir.Name, ir.Attr)) else ():
+            if isinstance(f, PathFact):
+                self.facts.deciding.add(f.path)
 
     def want_groups(self, value: Value) -> None:
         """A group expression that did not resolve: a helper's summary may say which group it is."""
         self.facts.wanted.update(f.path.removesuffix("()") for f in value if isinstance(f, PathFact))
 
-    def consume(self, c: ir.Call, value: Value, group_value: Value, name: str) -> None:
-        consumer = known_groups(group_value)
-        self.want_groups(group_value)
-        display = name.rpartition(".")[2]
-        for f in value:
-            if isinstance(f, ParamFact) and consumer:
-                previous = self.facts.param_consumers.get(f.index, frozenset())
-                self.facts.param_consumers[f.index] = previous | consumer
-                self.facts.param_consumer_names.setdefault(f.index, display)
-            if not isinstance(f, BufferFact):
-                continue
-            allocation = self._allocations.get(id(f.allocation.call), f.allocation)
-            path = allocation.cond | self.cond
-            if contradicts(path) or (id(allocation.call), id(c)) in self._seen:
-                continue
-            self._seen.add((id(allocation.call), id(c)))
-            single = self.api.single_rank_groups(holding(path))
-            binding = allocation.groups - single if allocation.groups is not None else frozenset()
-            self.facts.consumptions.append(
-                Consumption(allocation, display, c, (consumer or frozenset()) - single, binding)
-            )
-
-    def local_copy(self, c: ir.Call, args: list[Value]) -> None:
+    def local_copy(self, dst: Value | None, src: Value | None) -> None:
         """`dp_scatter(local, global)`: remember the pair; a local copy is not a collective."""
-        if len(args) < 2:
+        if dst is None or src is None:
             return
-        sources = [f.allocation for f in args[1] if isinstance(f, BufferFact)] or [None]
-        for dst in args[0]:
-            if isinstance(dst, BufferFact):
-                self.facts.scatter_pairs.extend((dst.allocation, src) for src in sources)
+        sources = [f.allocation for f in src if isinstance(f, BufferFact)] or [None]
+        for f in dst:
+            if isinstance(f, BufferFact):
+                self.facts.scatter_pairs.extend((f.allocation, s) for s in sources)
 
     # conditions --------------------------------------------------------------------
     def literals(self, test: ir.Expr) -> Branches:
@@ -418,7 +828,16 @@ class FunctionFlow:
         key = self.operand(test)
         when_true = frozenset({(key, True)}) if key else frozenset()
         when_false = frozenset({(key, False)}) if key else frozenset()
-        held = self.env.get(test.id) if isinstance(test, ir.Name) else self.attribute(test) if _on_self(test) else None
+        if isinstance(test, ir.Name):
+            held = self.env.get(test.id)
+        elif self.on_self(test):
+            held = self.attribute(test)
+        elif isinstance(test, ir.Call):
+            held = self._call_values.get(id(test))
+            if held is not None and not any(isinstance(f, CondFact) for f in held):
+                self.want_flag(test)
+        else:
+            held = None
         if held:
             for f in held:
                 if isinstance(f, CondFact):
@@ -426,19 +845,228 @@ class FunctionFlow:
         return when_true, when_false
 
     def operand(self, e: ir.Expr) -> str | None:
-        sizes = {f.quantity for f in self.eval(e) if isinstance(f, SizeFact)}
-        if len(sizes) == 1:
-            return sizes.pop()
-        return render(e)
+        """The scoped text of an operand (see `conditions`): a world size, a module-level object,
+        an attribute of `self`, a parameter, a local variable, or a constant."""
+        if isinstance(e, ir.Const):
+            return constant_operand(e.value)
+        if isinstance(e, (ir.Name, ir.Attr, ir.Call)):
+            sizes = {f.quantity for f in self.eval_quietly(e) if isinstance(f, SizeFact)}
+            if len(sizes) == 1:
+                return QUANTITY + sizes.pop()
+        if isinstance(e, ir.Name):
+            if e.id == self.self_name:
+                return SELF
+            if e.id in self.params:
+                return f"{PARAM}{self.params[e.id]}:{e.id}"
+            if e.id in self.env:
+                return LOCAL + e.id
+            qualified = self.imports.qualify(e)
+            return GLOBAL + qualified if qualified else None
+        if isinstance(e, ir.Attr):
+            base = self.operand(e.value)
+            return f"{base}.{e.attr}" if base else None
+        if isinstance(e, ir.Call) and all(isinstance(a.value, ir.Const) and not a.star for a in e.args):
+            base = self.operand(e.func)
+            if base is None:
+                return None
+            args = ", ".join(
+                (f"{a.keyword}=" if a.keyword else "") + repr(a.value.value)  # type: ignore[union-attr]
+                for a in e.args
+            )
+            return f"{base}({args})"
+        return None
+
+    def eval_quietly(self, e: ir.Expr) -> Value:
+        """A value for reading conditions: a call is not evaluated again (it was when the test ran)."""
+        if isinstance(e, ir.Call):
+            if isinstance(e.func, (ir.Name, ir.Attr)) and not e.args:
+                func = self.eval_quietly(e.func)
+                out: set[Fact] = set()
+                for f in func:
+                    if isinstance(f, PathFact):
+                        behaviour = self.api.call(f.path)
+                        if behaviour is not None:
+                            out |= {SizeFact(r.quantity) for r in behaviour.returns if isinstance(r, b.Size)}
+                return frozenset(out)
+            return frozenset()
+        if isinstance(e, ir.Attr):
+            if self.on_self(e):
+                return self.env.get(f"self.{e.attr}", frozenset())
+            base = self.eval_quietly(e.value) if isinstance(e.value, (ir.Name, ir.Attr, ir.Call)) else frozenset()
+            out = set()
+            for f in base:
+                if isinstance(f, PathFact):
+                    out |= self.path_value(f"{f.path}.{e.attr}")
+            if not base or all(not isinstance(f, PathFact) for f in base):
+                quantity = self.api.profile.size_attributes.get(e.attr)
+                if quantity and not any(isinstance(f, (SizeFact, GroupFact)) for f in out):
+                    out.add(SizeFact(quantity))
+            return frozenset(out)
+        if isinstance(e, ir.Name):
+            if e.id in self.env:
+                return self.env[e.id]
+            qualified = self.imports.qualify(e)
+            return frozenset(self.path_value(qualified)) if qualified else frozenset()
+        return frozenset()
 
 
-def _on_self(e: ir.Expr) -> bool:
-    return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == "self"
+_NOT_MEMORY = (GroupFact, SizeFact, ContextFact, CondFact, CallableFact, ObjectFact, ConstFact)
 
 
-def _splits_buffer(source: ir.Expr | None) -> bool:
-    return (
-        isinstance(source, ir.Call)
-        and isinstance(source.func, ir.Attr)
-        and source.func.attr in _SPLITTING_METHODS
-    )
+class _Arguments:
+    """A call's arguments (and those a `functools.partial` gave earlier), by parameter."""
+
+    def __init__(self, c: ir.Call, args: list[Value], bound: tuple[tuple[str | None, Value], ...]) -> None:
+        self.c, self.args, self.bound = c, args, bound
+        self.has_star_args = c.has_star_args
+
+    def _all(self) -> list[tuple[str | None, ir.Expr | None, Value, str]]:
+        """(keyword, expression, value, star) for the bound arguments first, then the call's."""
+        out: list[tuple[str | None, ir.Expr | None, Value, str]] = [(k, None, v, "") for k, v in self.bound]
+        out += [(a.keyword, a.value, v, a.star) for a, v in zip(self.c.args, self.args)]
+        return out
+
+    def _find(self, ref: b.ArgRef) -> tuple[ir.Expr | None, Value] | None:
+        entries = self._all()
+        for keyword, expr, value, _ in entries:
+            if keyword == ref.param:
+                return expr, value
+        position = 0
+        for keyword, expr, value, star in entries:
+            if star == "*":
+                return None
+            if keyword is None and not star:
+                if position == ref.index:
+                    return expr, value
+                position += 1
+        return None
+
+    def value(self, ref: b.ArgRef) -> Value | None:
+        found = self._find(ref)
+        return found[1] if found else None
+
+    def expr(self, ref: b.ArgRef) -> ir.Expr | None:
+        found = self._find(ref)
+        return found[0] if found else None
+
+    def index_of(self, ref: b.ArgRef) -> int | None:
+        found = self._find(ref)
+        if found is None or found[0] is None:
+            return None
+        return next((i for i, a in enumerate(self.c.args) if a.value is found[0]), None)
+
+    def positional(self) -> Iterator[tuple[int, ir.Expr | None, Value]]:
+        """(parameter position, expression, value) of the positional arguments."""
+        position = 0
+        for keyword, expr, value, star in self._all():
+            if star:
+                return
+            if keyword is None:
+                yield position, expr, value
+                position += 1
+
+    def variant(self, variants: tuple[tuple[str, tuple[Guarded, ...]], ...]) -> tuple[Guarded, ...] | None:
+        """The groups of the most specific variant whose every `keyword=value` the call passes."""
+        given = {a.keyword: repr(a.value.value) for a in self.c.args if a.keyword and isinstance(a.value, ir.Const)}
+        best: tuple[int, tuple[Guarded, ...]] | None = None
+        for spelled, groups in variants:
+            wanted = [part.partition("=") for part in spelled.split(",")]
+            if all(given.get(k.strip()) == v.strip() for k, _, v in wanted) and (best is None or len(wanted) > best[0]):
+                best = (len(wanted), groups)
+        return best[1] if best else None
+
+
+class _NoArgs(_Arguments):
+    """An attribute read: no arguments at all."""
+
+    def __init__(self) -> None:  # noqa: D107
+        self.c, self.args, self.bound, self.has_star_args = ir.Call(ir.Const(None), ()), [], (), False
+
+
+def _assigned_names(loop: ir.Loop) -> set[str]:
+    """The variables a loop (re)binds: its target and every name assigned in its body."""
+    names: set[str] = set()
+
+    def targets(e: ir.Expr | None) -> None:
+        if isinstance(e, ir.Name):
+            names.add(e.id)
+        elif isinstance(e, ir.TupleExpr):
+            for elt in e.elts:
+                targets(elt.value if isinstance(elt, ir.Starred) else elt)
+
+    targets(loop.target)
+    stack: list[ir.Stmt] = list(loop.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ir.Assign):
+            for t in stmt.targets:
+                targets(t)
+        elif isinstance(stmt, ir.Loop):
+            targets(stmt.target)
+            stack.extend(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.If):
+            stack.extend(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.With):
+            for item in stmt.items:
+                targets(item.target)
+            stack.extend(stmt.body)
+        elif isinstance(stmt, ir.Try):
+            stack.extend(stmt.body + stmt.orelse + stmt.finalbody + tuple(x for h in stmt.handlers for x in h))
+    return names
+
+
+def _forget(value: Value, names: set[str]) -> Value:
+    """The value with its buffers' path literals about `names` dropped."""
+    if not names or not any(isinstance(f, BufferFact) and f.allocation.cond for f in value):
+        return value
+    out: set[Fact] = set()
+    for f in value:
+        if isinstance(f, BufferFact) and any(mentions(key, names) for key, _ in f.allocation.cond):
+            kept = frozenset(lit for lit in f.allocation.cond if not mentions(lit[0], names))
+            f = BufferFact(replace(f.allocation, cond=kept))
+        out.add(f)
+    return frozenset(out)
+
+
+def _groups_value(groups: tuple[Guarded, ...]) -> Value:
+    return frozenset(GroupFact(g, guard) for g, guard in groups) or UNKNOWN_VALUE
+
+
+def _switched_off(item: b.Context, arguments: _Arguments) -> bool:
+    for keyword, off in ((item.disabled, True), (item.enabled, False)):
+        if keyword is None:
+            continue
+        expr = arguments.expr(b.ArgRef(keyword, None))
+        if isinstance(expr, ir.Const) and expr.value is off:
+            return True
+    return False
+
+
+def _is_none(expr: ir.Expr | None) -> bool:
+    return isinstance(expr, ir.Const) and expr.value is None
+
+
+def _is_super(expr: ir.Expr) -> bool:
+    return isinstance(expr, ir.Call) and isinstance(expr.func, ir.Name) and expr.func.id == _SUPER
+
+
+def _starred(expr: ir.TupleExpr) -> bool:
+    return any(isinstance(e, ir.Starred) for e in expr.elts)
+
+
+def _holds_memory_or_group(value: Value) -> bool:
+    return any(isinstance(f, (BufferFact, GroupFact, ContextFact)) for f in value)
+
+
+def _none_default(e: ir.IfExpr) -> ir.Expr | None:
+    """`x if x is not None else default` (or reversed): the default computation."""
+    test = e.test
+    if not (isinstance(test, ir.Compare) and len(test.ops) == 1 and test.ops[0] in ("is", "is not")
+            and isinstance(test.comparators[0], ir.Const) and test.comparators[0].value is None
+            and isinstance(test.left, ir.Name)):
+        return None
+    name = test.left.id
+    given, default = (e.body, e.orelse) if test.ops[0] == "is not" else (e.orelse, e.body)
+    if isinstance(given, ir.Name) and given.id == name:
+        return default
+    return None

@@ -85,6 +85,7 @@ class Call:
 @dataclass(frozen=True, eq=False)
 class Subscript:
     value: "Expr"
+    index: "Expr | None" = None  # a single index (`t[0]`, `mesh["tp"]`); None for slices and several
     span: Span = NO_SPAN
 
 
@@ -139,14 +140,24 @@ class NamedExpr:
 
 
 @dataclass(frozen=True, eq=False)
-class OtherExpr:
-    """Anything the analysis does not look into; its sub-calls are still visited."""
+class Starred:
+    """`*value` inside a tuple or list display: its elements are not known by position."""
 
-    children: tuple["Expr", ...] = ()
+    value: "Expr"
     span: Span = NO_SPAN
 
 
-Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, Not, Const, NamedExpr, OtherExpr]
+@dataclass(frozen=True, eq=False)
+class OtherExpr:
+    """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
+    arithmetic (`a + b`, `-a`), which makes a new tensor."""
+
+    children: tuple["Expr", ...] = ()
+    span: Span = NO_SPAN
+    arith: bool = False
+
+
+Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, Not, Const, NamedExpr, Starred, OtherExpr]
 
 
 # Statements -------------------------------------------------------------------------
@@ -207,6 +218,14 @@ class Try:
 
 
 @dataclass(frozen=True, eq=False)
+class Assert:
+    """`assert test`: the test holds after it."""
+
+    test: Expr
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False)
 class Return:
     value: Expr | None
     span: Span = NO_SPAN
@@ -241,6 +260,7 @@ class ClassDef:
     name: str
     body: tuple["Stmt", ...]
     span: Span = NO_SPAN
+    bases: tuple[Expr, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -274,7 +294,7 @@ class OtherStmt:
     span: Span = NO_SPAN
 
 
-Stmt = Union[Assign, ExprStmt, If, Loop, With, Try, Return, Jump, FunctionDef, ClassDef, Import, OtherStmt]
+Stmt = Union[Assign, ExprStmt, If, Loop, With, Try, Assert, Return, Jump, FunctionDef, ClassDef, Import, OtherStmt]
 
 
 def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -> Stmt:

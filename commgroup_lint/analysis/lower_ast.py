@@ -72,7 +72,8 @@ class _AstLowerer:
             args += [ir.Arg(self.expr(k.value), k.arg, "" if k.arg else "**") for k in node.keywords]
             return ir.Call(self.expr(node.func), tuple(args), span, node)
         if isinstance(node, ast.Subscript):
-            return ir.Subscript(self.expr(node.value), span)
+            index = None if isinstance(node.slice, (ast.Slice, ast.Tuple)) else self.expr(node.slice)
+            return ir.Subscript(self.expr(node.value), index, span)
         if isinstance(node, (ast.Tuple, ast.List)):
             return ir.TupleExpr(tuple(self.expr(e) for e in node.elts), span)
         if isinstance(node, ast.IfExp):
@@ -89,10 +90,12 @@ class _AstLowerer:
             return ir.Const(node.value, span)
         if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             return ir.NamedExpr(node.target.id, self.expr(node.value), span)
+        if isinstance(node, ast.Starred):
+            return ir.Starred(self.expr(node.value), span)
         if isinstance(node, ast.Await):
             return self.expr(node.value)
         children = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
-        return ir.OtherExpr(children, span)
+        return ir.OtherExpr(children, span, isinstance(node, (ast.BinOp, ast.UnaryOp)))
 
     # statements
     def body(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
@@ -130,6 +133,8 @@ class _AstLowerer:
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             handlers = tuple(self.body(h.body) for h in node.handlers)  # type: ignore[attr-defined]
             return ir.Try(self.body(node.body), handlers, self.body(node.orelse), self.body(node.finalbody), span)  # type: ignore[attr-defined]
+        if isinstance(node, ast.Assert):
+            return ir.Assert(self.expr(node.test), span)
         if isinstance(node, ast.Return):
             return ir.Return(self.expr(node.value) if node.value else None, span)
         if isinstance(node, (ast.Raise, ast.Break, ast.Continue)):
@@ -137,7 +142,8 @@ class _AstLowerer:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return self.function(node, span)
         if isinstance(node, ast.ClassDef):
-            return ir.ClassDef(node.name, self.body(node.body), span)
+            bases = tuple(self.expr(base) for base in node.bases)
+            return ir.ClassDef(node.name, self.body(node.body), span, bases)
         if isinstance(node, ast.Import):
             # `import a.b` binds `a` (to module `a`); `import a.b as x` binds `x` to `a.b`
             names = tuple(ir.plain_import(a.name, a.asname) for a in node.names)

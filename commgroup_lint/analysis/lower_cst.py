@@ -52,9 +52,11 @@ class _CstLowerer:
             )
             return ir.Call(self.expr(node.func), args, span, node)
         if isinstance(node, cst.Subscript):
-            return ir.Subscript(self.expr(node.value), span)
+            single = node.slice[0].slice if len(node.slice) == 1 else None
+            index = self.expr(single.value) if isinstance(single, cst.Index) else None
+            return ir.Subscript(self.expr(node.value), index, span)
         if isinstance(node, (cst.Tuple, cst.List)):
-            return ir.TupleExpr(tuple(self.expr(e.value) for e in node.elements), span)
+            return ir.TupleExpr(tuple(self.element(e) for e in node.elements), span)
         if isinstance(node, cst.IfExp):
             return ir.IfExpr(self.expr(node.test), self.expr(node.body), self.expr(node.orelse), span)
         if isinstance(node, cst.Comparison):
@@ -73,7 +75,13 @@ class _CstLowerer:
             return ir.Const(node.evaluated_value, span)
         if isinstance(node, cst.Await):
             return self.expr(node.expression)
-        return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span)
+        arith = isinstance(node, (cst.BinaryOperation, cst.UnaryOperation))
+        return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span, arith)
+
+    def element(self, node: cst.BaseElement) -> ir.Expr:
+        if isinstance(node, cst.StarredElement):
+            return ir.Starred(self.expr(node.value), self.span(node))
+        return self.expr(node.value)
 
     # statements
     def body(self, block: cst.BaseSuite | Sequence[cst.CSTNode]) -> tuple[ir.Stmt, ...]:
@@ -98,6 +106,8 @@ class _CstLowerer:
             return ir.Assign((self.expr(node.target),), self.expr(node.value), span)
         if isinstance(node, cst.Expr):
             return ir.ExprStmt(self.expr(node.value), span)
+        if isinstance(node, cst.Assert):
+            return ir.Assert(self.expr(node.test), span)
         if isinstance(node, cst.Return):
             return ir.Return(self.expr(node.value) if node.value else None, span)
         if isinstance(node, (cst.Raise, cst.Break, cst.Continue)):
@@ -143,7 +153,8 @@ class _CstLowerer:
         if isinstance(node, cst.FunctionDef):
             return self.function(node)
         if isinstance(node, cst.ClassDef):
-            return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name))
+            bases = tuple(self.expr(arg.value) for arg in node.bases)
+            return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name), bases)
         if isinstance(node, cst.Match):
             return ir.match_as_ifs(self.expr(node.subject), [self.body(case.body) for case in node.cases], span)
         return ir.OtherStmt((), span)

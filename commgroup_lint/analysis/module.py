@@ -1,60 +1,144 @@
-"""Run the group dataflow over every function of a module."""
+"""Run the group dataflow over every function of a module.
+
+Methods of a class see what any method of the class (or of a base class in the module)
+stores on `self`: a group chosen in `__init__`, a flag computed in one method and read in
+another, a buffer bound in one method and consumed in another. What is carried between
+methods keeps only the literals that mean the same there (attributes of `self`, sizes,
+module-level values), and a constructor's parameter stands for the group it will be.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
-from commgroup_lint.analysis.facts import CondFact, FunctionFacts, GroupFact, SizeFact
-from commgroup_lint.analysis.flow import Env, FunctionFlow
+from commgroup_lint.analysis.conditions import GLOBAL, QUANTITY, SELF
+from commgroup_lint.analysis.facts import (
+    SYMBOLIC, BufferFact, CallableFact, CondFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact,
+    ParamFact, PathFact, SizeFact, TupleFact, Value,
+)
+from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
 from commgroup_lint.analysis.names import ImportTable
 
+ClassInfo = tuple[tuple[str, ...], frozenset[str]]  # (qualified bases, names of the methods it defines)
+_SHARED_SCOPES = (QUANTITY, GLOBAL, SELF)
 
-def analyze_module(module: ir.Module, imports: ImportTable, api: Api) -> list[FunctionFacts]:
+
+def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: str = "") -> list[FunctionFacts]:
     """The facts of the module's top level and of every function and method in it."""
+    classes = module_classes(module, imports)
     top = FunctionFacts(imports.module, None, None)
-    FunctionFlow(api, imports, top).run(module.body)
-    return [top, *_analyze_body(module.body, imports.module, None, {}, imports, api)]
+    FunctionFlow(api, Scope(imports, None, display, False, classes), top).run(module.body)
+    analysis = _ModuleAnalysis(api, imports, display, classes)
+    return [top, *analysis.body(module.body, imports.module, None, {})]
 
 
-def _analyze_body(
-    body: Sequence[ir.Stmt], prefix: str, class_name: str | None, seed: Env, imports: ImportTable, api: Api,
-    top_level: bool = True,
-) -> Iterator[FunctionFacts]:
-    for fn in _definitions(body, ir.FunctionDef):
-        by_name = top_level and (class_name is None or _is_static_or_class_method(fn))
-        facts = FunctionFacts(f"{prefix}.{fn.name}", fn, class_name, by_name)
-        flow = FunctionFlow(api, imports, facts, fn.params, seed)
-        flow.run(fn.body)
-        yield facts
-        # a nested function sees the groups, sizes and flags its enclosing function chose (closures)
-        closure = {k: v for k, v in flow.env.items() if all(isinstance(f, _SHAREABLE) for f in v)}
-        yield from _analyze_body(fn.body, facts.qualname, None, closure, imports, api, top_level=False)
-    for cls in _definitions(body, ir.ClassDef):
-        yield from _analyze_class(cls, f"{prefix}.{cls.name}", imports, api, top_level)
+def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassInfo]:
+    """Every class of the module (nested ones too) with its bases and methods."""
+    found: dict[str, ClassInfo] = {}
+
+    def visit(body: Sequence[ir.Stmt], prefix: str) -> None:
+        for cls in _definitions(body, ir.ClassDef):
+            qualname = f"{prefix}.{cls.name}"
+            bases = tuple(q for base in cls.bases if (q := imports.qualify(base)))
+            methods = frozenset(fn.name for fn in _definitions(cls.body, ir.FunctionDef))
+            found[qualname] = (bases, methods)
+            visit(cls.body, qualname)
+
+    visit(module.body, imports.module)
+    return found
+
+
+class _ModuleAnalysis:
+    def __init__(self, api: Api, imports: ImportTable, display: str, classes: dict[str, ClassInfo]) -> None:
+        self.api, self.imports, self.display, self.classes = api, imports, display, classes
+        self.stores: dict[str, Env] = {}  # class -> what its methods store on `self`
+
+    def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
+             top_level: bool = True) -> Iterator[FunctionFacts]:
+        for fn in _definitions(body, ir.FunctionDef):
+            is_method = cls is not None and not _is_static(fn)
+            by_name = top_level and (cls is None or _is_static_or_class_method(fn))
+            facts = FunctionFacts(f"{prefix}.{fn.name}", fn, _short(cls), by_name, cls)
+            shared = seed if is_method or not top_level else {}  # `self` attributes, or a closure
+            flow = FunctionFlow(self.api, self.scope(cls, is_method), facts, fn.params, shared)
+            flow.run(fn.body)
+            yield facts
+            # a nested function sees what its enclosing function chose (closures)
+            closure = {k: v for k, v in flow.env.items() if all(isinstance(f, _CLOSURE) for f in v)}
+            yield from self.body(fn.body, facts.qualname, None, closure, top_level=False)
+        for klass in _definitions(body, ir.ClassDef):
+            yield from self.klass(klass, f"{prefix}.{klass.name}", top_level)
+
+    def scope(self, cls: str | None, is_method: bool) -> Scope:
+        return Scope(self.imports, cls, self.display, is_method, self.classes)
+
+    def klass(self, klass: ir.ClassDef, qualname: str, top_level: bool) -> Iterator[FunctionFacts]:
+        seed: Env = {}
+        for base in self.classes.get(qualname, ((), frozenset()))[0]:
+            for key, value in self.stores.get(base, {}).items():
+                seed[key] = seed.get(key, frozenset()) | value
+        for fn in _definitions(klass.body, ir.FunctionDef):
+            if _is_static(fn):
+                continue
+            facts = FunctionFacts(f"{qualname}.{fn.name}", fn, klass.name, False, qualname)
+            FunctionFlow(self.api, self.scope(qualname, True), facts, fn.params, dict(seed)).run(fn.body)
+            for key, value in facts.stores.items():
+                shared = shareable(value, fn)
+                if shared:
+                    seed[key] = seed.get(key, frozenset()) | shared
+        self.stores[qualname] = seed
+        yield from self.body(klass.body, qualname, qualname, seed, top_level)
+
+
+def shareable(value: Value, fn: ir.FunctionDef) -> Value:
+    """What a value stored on `self` means to the class's other methods."""
+    out: set[Fact] = set()
+    for f in value:
+        carried = _carried(f, fn)
+        if carried is not None:
+            out.add(carried)
+    return frozenset(out)
+
+
+def _carried(f: Fact, fn: ir.FunctionDef) -> Fact | None:
+    if isinstance(f, GroupFact):
+        return GroupFact(f.group, scoped(f.guard, _SHARED_SCOPES))
+    if isinstance(f, ParamFact):  # `self.group = group` in `__init__`: the group the constructor is given
+        return GroupFact(SYMBOLIC + f.name.lstrip("*"))
+    if isinstance(f, CondFact):
+        return CondFact(scoped(f.when_true, _SHARED_SCOPES), scoped(f.when_false, _SHARED_SCOPES))
+    if isinstance(f, BufferFact):
+        return BufferFact(replace(f.allocation, cond=scoped(f.allocation.cond, _SHARED_SCOPES)))
+    if isinstance(f, ContextFact):
+        return ContextFact(replace(f.allocation, cond=scoped(f.allocation.cond, _SHARED_SCOPES)))
+    if isinstance(f, (SizeFact, CallableFact, ObjectFact)):
+        return f
+    if isinstance(f, TupleFact):
+        items = tuple(frozenset(c for g in item if (c := _carried(g, fn)) is not None) for item in f.items)
+        return TupleFact(items)
+    return None
+
+
+_CLOSURE = (GroupFact, SizeFact, CondFact, BufferFact, ContextFact, CallableFact, PathFact)
+
+
+def _short(cls: str | None) -> str | None:
+    return cls.rpartition(".")[2] if cls else None
+
+
+def _decorated(fn: ir.FunctionDef, names: tuple[str, ...]) -> bool:
+    return any(isinstance(d, ir.Name) and d.id in names for d in fn.decorators)
+
+
+def _is_static(fn: ir.FunctionDef) -> bool:
+    return _decorated(fn, ("staticmethod",))
 
 
 def _is_static_or_class_method(fn: ir.FunctionDef) -> bool:
-    return any(isinstance(d, ir.Name) and d.id in ("staticmethod", "classmethod") for d in fn.decorators)
-
-
-def _analyze_class(
-    cls: ir.ClassDef, qualname: str, imports: ImportTable, api: Api, top_level: bool
-) -> Iterator[FunctionFacts]:
-    """Methods see the groups and conditions that any method stores on `self` (a group chosen
-    in `__init__`, a flag computed in one method and read in another)."""
-    seed: Env = {}
-    for fn in _definitions(cls.body, ir.FunctionDef):
-        flow = FunctionFlow(api, imports, FunctionFacts(f"{qualname}.{fn.name}", fn, cls.name), fn.params)
-        flow.run(fn.body)
-        for key, value in flow.env.items():
-            if key.startswith("self.") and all(isinstance(f, _SHAREABLE) for f in value):
-                seed[key] = seed[key] | value if key in seed else value
-    yield from _analyze_body(cls.body, qualname, cls.name, seed, imports, api, top_level)
-
-
-_SHAREABLE = (GroupFact, SizeFact, CondFact)
+    return _decorated(fn, ("staticmethod", "classmethod"))
 
 
 def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:

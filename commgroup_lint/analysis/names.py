@@ -44,9 +44,10 @@ class ImportTable:
         self._aliases: dict[str, str] = {}
         for stmt in imports:
             for name in stmt.names:
-                self._aliases[name.asname] = self._qualify_import(name)
+                self._aliases[name.asname] = self.qualify_import(name)
 
-    def _qualify_import(self, name: ir.ImportName) -> str:
+    def qualify_import(self, name: ir.ImportName) -> str:
+        """The qualified name an import binds (relative imports resolved against this module)."""
         base = name.module
         if name.level:
             parts = self._package.split(".") if self._package else []

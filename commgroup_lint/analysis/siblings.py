@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.facts import Allocation, FunctionFacts
-from commgroup_lint.analysis.flow import FunctionFlow, known_groups
+from commgroup_lint.analysis.conditions import display_literal
+from commgroup_lint.analysis.flow import FunctionFlow, Scope, known_groups
 from commgroup_lint.analysis.names import ImportTable
 
 
@@ -70,8 +71,7 @@ def siblings(target: Site, functions: Sequence[FunctionFacts]) -> list[Site]:
 
 def group_argument(allocation: Allocation, api: Api) -> tuple[ir.Expr, str | None] | None:
     """The expression passed as the group at an allocation site, and its keyword if any."""
-    entry = api.contexts.get(allocation.name) if allocation.kind == "context" else api.allocators.get(allocation.name)
-    where = getattr(entry, "group", None)
+    where = group_parameter(allocation, api)
     if where is None:
         return None
     found = allocation.call.find_argument(where.param, where.index)
@@ -81,12 +81,23 @@ def group_argument(allocation: Allocation, api: Api) -> tuple[ir.Expr, str | Non
     return arg.value, arg.keyword
 
 
+def group_parameter(allocation: Allocation, api: Api):  # noqa: ANN201 - a behaviour.ArgRef
+    """Where the API bound at the allocation takes its group (None when it takes none)."""
+    behaviour = api.call(allocation.name)
+    if behaviour is None:
+        return None
+    found = behaviour.allocator() or behaviour.context()
+    if found is None and behaviour.registers:
+        return behaviour.registers[0].binding.param
+    return found.binding.param if found is not None else None
+
+
 def convention(site: Site, api: Api, imports: ImportTable) -> Convention | None:
     found = group_argument(site.allocation, api)
     if found is None:
         return None
     argument, keyword = found
-    flow = FunctionFlow(api, imports, FunctionFacts("<convention>", None, None))
+    flow = FunctionFlow(api, Scope(imports), FunctionFacts("<convention>", None, None))
     if isinstance(argument, ir.Name) and site.function.node is not None:
         chooser = _last_binding(site.function.node.body, argument.id, site.allocation.call.span.line)
         if chooser is not None:
@@ -104,7 +115,7 @@ def selection_in_scope(site: Site, variable: str, api: Api, imports: ImportTable
     if site.function.node is None:
         return None
     chooser = _last_binding(site.function.node.body, variable, site.allocation.call.span.line)
-    flow = FunctionFlow(api, imports, FunctionFacts("<convention>", None, None))
+    flow = FunctionFlow(api, Scope(imports), FunctionFacts("<convention>", None, None))
     return _selection_key(chooser, variable, flow) if chooser is not None else None
 
 
@@ -122,7 +133,7 @@ def _selection_key(stmt: ir.Stmt, variable: str, flow: FunctionFlow) -> str | No
     groups = [known_groups(flow.eval(b)) for b in branches if b is not None]
     if not when_true or None in groups:
         return None
-    relation = " and ".join(sorted(f"{k}" if holds else f"not {k}" for k, holds in when_true))
+    relation = " and ".join(sorted(display_literal(lit) for lit in when_true))
     return f"{relation} -> {'/'.join(sorted(groups[0]))} | {'/'.join(sorted(groups[1]))}"  # type: ignore[arg-type]
 
 

@@ -1,12 +1,15 @@
 """Summaries: what each function of the scanned code does with groups, derived from its body.
 
 Before the rules run, every function that can matter is indexed (CPython's parser, lowered
-to the same IR, run through the same dataflow) and summarised: the groups it returns, the
-group its returned memory is bound to (a hidden one, or the caller's through a parameter),
-and the groups each parameter is consumed on. Summaries compose: a function that passes a
-parameter to a summarised helper inherits the helper's summary, to a fixpoint (bounded, so
-recursion terminates). A definition in the scanned code overrides the profile's entry of the
-same name, so an old release is checked against its own helpers.
+to the same IR, run through the same dataflow) and summarised as a `Behaviour`: the groups
+it returns, the memory it returns and the group that memory is bound to (a hidden one, or
+the caller's through a parameter), the contexts it builds, the flags it computes, and the
+groups each parameter is consumed on, each under the conditions (on sizes, flags, its own
+parameters) of the path where it happens. Methods are summarised too: `self.m()`,
+`cls.m()` and `super().m()` resolve through the class and its bases. Summaries compose: a
+function that passes a parameter to a summarised helper inherits the helper's behaviour, to
+a fixpoint (bounded, so recursion terminates). A definition in the scanned code overrides
+the profile's entry of the same name, so an old release is checked against its own helpers.
 """
 
 from __future__ import annotations
@@ -17,29 +20,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.api import Allocator, Api
-from commgroup_lint.analysis.facts import BufferFact, FunctionFacts
-from commgroup_lint.analysis.flow import FunctionFlow, known_groups
-from commgroup_lint.analysis.module import analyze_module
+from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.facts import (
+    BufferFact, CondFact, ConstFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact, SizeFact, TupleFact,
+)
+from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, guarded_groups, scoped
+from commgroup_lint.analysis.module import ClassInfo, analyze_module, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
 from commgroup_lint.analysis.recording import Lookups, Recorder
+from commgroup_lint.analysis.verdict import mismatches
 from commgroup_lint.parsing import ParseFailure, lower
-from commgroup_lint.profile import BufferParam, Collective, GroupParam
 
 MAX_ROUNDS = 4  # summaries of helpers calling helpers settle in a few rounds; recursion is cut here
 MAX_HOPS = 4  # how far indexing follows calls from the files that allocate
-
-
-@dataclass(frozen=True)
-class Summary:
-    returns_groups: frozenset[str] | None = None
-    allocator: Allocator | None = None
-    consumes: tuple[BufferParam, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return self.returns_groups is None and self.allocator is None and not self.consumes
 
 
 @dataclass(frozen=True)
@@ -56,7 +51,7 @@ class FunctionEntry:
 
     qualname: str
     params: tuple[str, ...] | None  # None: the module's top level (no definition)
-    summary: Summary
+    summary: b.Behaviour
     wanted: frozenset[str]
     passes_params_to: frozenset[str]
 
@@ -68,6 +63,8 @@ class ModuleAnalysis:
     entries: tuple[FunctionEntry, ...]
     lookups: Lookups
     facts: list[FunctionFacts] | None = None  # kept within a run, for the check; not cached
+    classes: tuple[tuple[str, ClassInfo], ...] = ()
+    misuses: tuple[tuple[str, str], ...] = ()  # (where a helper fixes the group, the caller consuming it elsewhere)
 
 
 @dataclass(frozen=True)
@@ -78,49 +75,116 @@ class ModuleSource:
     digest: bytes = b""  # content hash, for the cache
 
 
-def call_index(fn: ir.FunctionDef, class_name: str | None, position: int) -> int | None:
+def call_index(fn: ir.FunctionDef, is_method: bool, position: int) -> int | None:
     """Where the definition's parameter at `position` sits among a call's positional arguments."""
-    is_static = any(isinstance(d, ir.Name) and d.id == "staticmethod" for d in fn.decorators)
-    offset = 1 if class_name is not None and not is_static else 0
-    index = position - offset
+    index = position - (1 if is_method else 0)
     star = next((i for i, p in enumerate(fn.params) if p.name.startswith("*")), len(fn.params))
     return index if 0 <= index and position < star else None
 
 
-def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable) -> Summary:
+def _is_method(facts: FunctionFacts) -> bool:
     fn = facts.node
-    if fn is None or not facts.callable_by_name:
-        return Summary()
-    returns = known_groups(frozenset(f for f in facts.returns)) if facts.returns else None
-    allocator = None
-    # sorted by position: `returns` is a set of facts hashed by identity, so its order varies
-    returned = sorted((f.allocation for f in facts.returns if isinstance(f, BufferFact)),
-                      key=lambda a: (a.call.span.line, a.call.span.col, a.name))
-    if returned:
-        a = returned[0]
-        if a.groups is not None and not a.group_params:
-            origin = a.hidden_origin or f"{display}:{a.call.span.line}"
-            allocator = Allocator(None, a.groups, origin)
-        elif len(a.group_params) == 1:
-            position = next(iter(a.group_params))
-            param = fn.params[position]
-            index = call_index(fn, facts.class_name, position)
-            default = _default_groups(param, api, imports)
-            allocator = Allocator(GroupParam(param.name, index), default or frozenset(),
-                                  f"{display}:{fn.span.line}" if default else None)
-    consumes = tuple(
-        BufferParam(fn.params[i].name, index, groups)
-        for i, groups in sorted(facts.param_consumers.items())
-        if i < len(fn.params) and (index := call_index(fn, facts.class_name, i)) is not None
+    return facts.class_qualname is not None and fn is not None and not any(
+        isinstance(d, ir.Name) and d.id == "staticmethod" for d in fn.decorators
     )
-    return Summary(returns, allocator, consumes)
 
 
-def _default_groups(param: ir.Param, api: Api, imports: ImportTable) -> frozenset[str] | None:
-    if param.default is None:
+def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable) -> b.Behaviour:
+    """The function's behaviour as its callers see it (empty when it does nothing with groups)."""
+    fn = facts.node
+    if fn is None:
+        return b.Behaviour()
+    method = _is_method(facts)
+
+    def arg(position: int) -> b.ArgRef | None:
+        if position >= len(fn.params) or fn.params[position].name.startswith("*"):
+            return None
+        return b.ArgRef(fn.params[position].name, call_index(fn, method, position))
+
+    def binding(groups: tuple | None, params: frozenset[int]) -> b.Binding | None:
+        if len(params) == 1:
+            position = next(iter(params))
+            ref = arg(position)
+            if ref is None:
+                return None
+            # a default that is a group binds the memory to it when the caller omits the argument;
+            # any other default (`group=None`) leaves the caller's call without its group (CGL001)
+            default = _default_groups(fn.params[position], api, imports)
+            return b.Binding(param=ref, default=default, required=not default)
+        if groups is not None and not params:
+            return b.Binding(groups=tuple((g, scoped(guard, PORTABLE)) for g, guard in groups))
         return None
-    flow = FunctionFlow(api, imports, FunctionFacts("<default>", None, None))
-    return known_groups(flow.eval(param.default))
+
+    def returned(f: Fact) -> b.Returned | None:
+        if isinstance(f, GroupFact):
+            return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
+        if isinstance(f, ParamFact):
+            ref = arg(f.index)
+            return b.Argument(ref) if ref is not None else None
+        if isinstance(f, SizeFact):
+            return b.Size(f.quantity)
+        if isinstance(f, (BufferFact, ContextFact)):
+            a = f.allocation
+            found = binding(a.groups, a.group_params)
+            if found is None:
+                return None
+            origin = a.bound_at or f"{display}:{a.call.span.line}"
+            if isinstance(f, ContextFact):
+                return b.Context(found, origin=origin)
+            return b.Memory(found, a.how, origin, scoped(a.cond, PORTABLE))
+        if isinstance(f, CondFact):
+            return b.Flag(scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE))
+        if isinstance(f, ObjectFact):
+            return b.Instance(f.cls)
+        if isinstance(f, ConstFact):
+            return b.Constant(f.value)
+        if isinstance(f, TupleFact):
+            items = tuple(tuple(r for g in item if (r := returned(g)) is not None) for item in f.items)
+            return b.Items(items) if any(items) else None
+        return None
+
+    # sorted by position: `returns` is a set of facts hashed by identity, so its order varies
+    ordered = sorted(facts.returns, key=_fact_order)
+    returns = _merge_groups([r for f in ordered if (r := returned(f)) is not None])
+    consumes: list[b.Consume] = []
+    for position, uses in sorted(facts.param_uses.items()):
+        ref = arg(position)
+        if ref is None:
+            continue
+        name = facts.param_consumer_names.get(position)
+        for use in uses:
+            fixed = tuple((g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact))
+            if fixed:
+                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=name))
+            for g in use.groups:
+                if isinstance(g, ParamFact) and (group_ref := arg(g.index)) is not None:
+                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=name))
+    behaviour = b.Behaviour(tuple(returns), tuple(dict.fromkeys(consumes)))
+    if behaviour.empty:
+        return behaviour
+    return b.Behaviour(behaviour.returns, behaviour.consumes, origin=f"{display}:{fn.span.line}")
+
+
+def _fact_order(f: Fact) -> tuple:
+    if isinstance(f, (BufferFact, ContextFact)):
+        a = f.allocation
+        return (1, a.call.span.line, a.call.span.col, a.name)
+    return (0, repr(f))
+
+
+def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
+    """All the groups a function may return as one `Groups` (first), then the rest in order."""
+    groups = [g for item in items if isinstance(item, b.Groups) for g in item.groups]
+    rest = [item for item in items if not isinstance(item, b.Groups)]
+    merged: list[b.Returned] = [b.Groups(tuple(sorted(set(groups), key=lambda g: (g[0], sorted(g[1])))))] if groups else []
+    return merged + list(dict.fromkeys(rest))
+
+
+def _default_groups(param: ir.Param, api: Api, imports: ImportTable) -> tuple:
+    if param.default is None:
+        return ()
+    flow = FunctionFlow(api, Scope(imports), FunctionFacts("<default>", None, None))
+    return guarded_groups(flow.eval(param.default)) or ()
 
 
 class SummaryIndex:
@@ -140,7 +204,7 @@ class SummaryIndex:
         self._analyze = analyze or analyze_module
         self.recorder = recorder or Recorder(api)
         self.memo = memo
-        self.summaries: dict[str, Summary] = {}
+        self.summaries: dict[str, b.Behaviour] = {}
         self.modules: dict[str, IndexedModule | None] = {}  # by display path; None: IR not built (cached analysis)
         self.sources: dict[str, ModuleSource] = {}
         self.analyses: dict[str, ModuleAnalysis] = {}
@@ -149,11 +213,12 @@ class SummaryIndex:
         self.history: dict[str, list[ModuleAnalysis]] = {}
         self.parse_failed: set[str] = set()
         self.failed: set[str] = set()  # the analysis raised (a bug, reported by the check)
-        self._profile_allocators = set(api.profile.allocators)
-        self._installed: tuple[list[tuple[str, Summary]], list[str]] | None = None  # what `_install` did last
+        self._profile_names = set(api.entries.names())
+        self._installed: tuple | None = None  # what `_install` did last
+        self._misuses: dict[str, tuple[str, ...]] = {}
 
     def allocator_words(self) -> set[str]:
-        return {_final(n) for n in (*self.api.allocators.names(), *self.api.contexts.names())}
+        return self.api.allocation_words()
 
     def build(self, sources: Iterable[tuple[Path, str, str]] | Iterable[ModuleSource],
               mentions: "Callable[[Iterable[str], set[str]], set[str]] | None" = None) -> None:
@@ -198,6 +263,7 @@ class SummaryIndex:
             self.sources[source.display] = source
             self.modules[source.display] = None
             self.history[source.display] = list(cached)  # each checked against the Api before use
+            self._install_classes(cached[0].classes)
             return
         try:
             module = index_module(source.path, source.display, source.text, self.frontend)
@@ -206,6 +272,14 @@ class SummaryIndex:
             return
         self.sources[source.display] = source
         self.modules[source.display] = module
+        self._install_classes(tuple(module_classes(module.module, module.imports).items()))
+
+    def _install_classes(self, classes: tuple[tuple[str, ClassInfo], ...]) -> None:
+        """The classes a module defines: `self.m()` in a subclass elsewhere resolves through them."""
+        new = {name: info for name, info in classes if self.api.classes.get(name) != info}
+        if new:
+            self.api.classes.override(new)
+            self.recorder.changed()
 
     def module(self, display: str) -> IndexedModule:
         """The IR of an indexed module (built now if it came from the cache)."""
@@ -240,7 +314,7 @@ class SummaryIndex:
     def analyse(self, display: str) -> ModuleAnalysis:
         m = self.module(display)
         with self.recorder.recording() as log:
-            facts = self._analyze(m.module, m.imports, self.api)
+            facts = self._analyze(m.module, m.imports, self.api, m.display)
             entries = tuple(
                 FunctionEntry(
                     f.qualname,
@@ -250,7 +324,8 @@ class SummaryIndex:
                 )
                 for f in facts
             )
-        return ModuleAnalysis(entries, log, facts)
+        classes = tuple(module_classes(m.module, m.imports).items())
+        return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api))
 
     def _settle(self, rounds: int) -> None:
         for _ in range(rounds):
@@ -269,7 +344,7 @@ class SummaryIndex:
                         self.analyses.pop(display, None)
                         self.history.pop(display, None)
                         self.failed.add(display)
-            found: dict[str, Summary] = {}
+            found: dict[str, b.Behaviour] = {}
             definitions: dict[str, tuple[str, ...]] = {}
             for display in self.modules:
                 for entry in self.analyses[display].entries:
@@ -280,27 +355,39 @@ class SummaryIndex:
                         found[entry.qualname] = entry.summary
             self._install(found, definitions)
             if found == self.summaries:
-                return
+                break
             self.summaries = found
+        self._install_misuses()
 
-    def _install(self, found: dict[str, Summary], definitions: dict[str, tuple[str, ...]]) -> None:
+    def _install_misuses(self) -> None:
+        """Which callers consume a hidden-group helper's memory on another group (CGL003's evidence)."""
+        found: dict[str, list[str]] = {}
+        for display in self.modules:
+            for origin, caller in self.analyses[display].misuses:
+                found.setdefault(origin, []).append(caller)
+        misuses = {origin: tuple(sorted(set(callers))) for origin, callers in found.items()}
+        if misuses != self._misuses:
+            for origin in self._misuses.keys() - misuses.keys():
+                self.api.misuses.hide(origin)
+            self.api.misuses.override(misuses)
+            self._misuses = misuses
+            self.recorder.changed()
+
+    def _install(self, found: dict[str, b.Behaviour], definitions: dict[str, tuple[str, ...]]) -> None:
         found = {name: summary for name, summary in found.items() if not self.api.is_pinned(name)}
-        for name, summary in found.items():
-            if summary.returns_groups:
-                self.api.getters.override({name: summary.returns_groups})
-            if summary.allocator:
-                self.api.allocators.override({name: summary.allocator})
-            if summary.consumes:
-                self.api.collectives.override({name: Collective(buffers=summary.consumes)})
+        self.api.entries.override({name: b.Entry(call=summary) for name, summary in found.items()})
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
         hidden = []
         for name, params in definitions.items():
-            entry = self.api.allocators.get(name)
-            if entry is None or entry.group is None or name in found and found[name].allocator or self.api.is_pinned(name):
+            if name in found or self.api.is_pinned(name):
                 continue
-            if _final(name) in {_final(a) for a in self._profile_allocators} and not _takes(params, entry.group.param):
-                self.api.allocators.hide(name)
+            behaviour = self.api.call(name)
+            binding = _binding_of(behaviour)
+            if binding is None or binding.param is None:
+                continue
+            if _final(name) in self._profile_finals and not _takes(params, binding.param.param):
+                self.api.entries.hide(name)
                 hidden.append(name)
         # The same overrides and hides, in the same order, as the last time leave the `Api` as
         # it was (each sets entries to fixed values): the answers `valid` remembers still hold.
@@ -308,6 +395,27 @@ class SummaryIndex:
         if installed != self._installed:
             self._installed = installed
             self.recorder.changed()
+
+    @property
+    def _profile_finals(self) -> set[str]:
+        return {_final(n) for n in self._profile_names}
+
+
+def _misuses(facts: list[FunctionFacts], display: str, api: Api) -> tuple[tuple[str, str], ...]:
+    found = {
+        (c.allocation.bound_at, f"{display}:{c.call.span.line}")
+        for fn in facts for c in fn.consumptions
+        if c.allocation.hidden and c.allocation.bound_at and mismatches(c, api)
+    }
+    return tuple(sorted(found))  # type: ignore[arg-type]
+
+
+def _binding_of(behaviour: b.Behaviour | None) -> b.Binding | None:
+    if behaviour is None:
+        return None
+    memory, context = behaviour.allocator(), behaviour.context()
+    found = memory or context
+    return found.binding if found is not None else None
 
 
 def _takes(params: tuple[str, ...], param: str) -> bool:

@@ -33,6 +33,9 @@ def finding_to_dict(f: Finding, text: str | None = None) -> dict[str, Any]:
         "severity": f.severity.value,
         "fix_available": f.fix is not None,
         "fix": fix_to_dict(f.fix, text) if f.fix is not None and text is not None else None,
+        "condition": f.condition,
+        "confidence": f.confidence.value,
+        "binding": {"path": f.binding.path, "line": f.binding.line} if f.binding is not None else None,
     }
 
 

@@ -88,6 +88,9 @@ def _result(f: Finding, index: dict[str, int], text: str | None) -> dict[str, An
     }
     if f.code in index:
         out["ruleIndex"] = index[f.code]
+    out["properties"] = {"confidence": f.confidence.value, "condition": f.condition}
+    if f.binding is not None:
+        out["properties"]["binding"] = {"path": f.binding.path, "line": f.binding.line}
     if f.fix is not None and text is not None:
         out["fixes"] = [sarif_fix(f.fix, f.path, text)]
     return out

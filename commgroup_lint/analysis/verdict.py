@@ -1,0 +1,112 @@
+"""When a bound buffer and the collective that consumes it disagree, and how sure that is.
+
+The memory may be bound to one of several groups and the collective may run on one of
+several, each possibility under its guard. For every pair of possibilities the condition K
+under which both hold (with the path to the collective) is a configuration to examine:
+under K, the groups the memory can be bound to and the groups the collective can run on
+are those whose guards K does not contradict. When no group is in both (after removing
+groups that have a single rank under K, and reading two names for one group object as
+one), the buffer is consumed on the wrong group whenever K holds.
+
+Confidence: `high` when K says nothing or only relates world sizes; `medium` when it
+needs a flag or mode the code sets; `low` when the verdict rests on something the analysis
+could not read (a helper's condition it could not translate, or a group known only by the
+expression holding it, compared with another).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.conditions import (
+    FLAG, PathCondition, configuration, contradicts, display_condition, holding, kind,
+)
+from commgroup_lint.analysis.facts import Consumption, Guarded, is_symbolic
+from commgroup_lint.model import Confidence
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    consumption: Consumption
+    bound: frozenset[str]  # the groups the memory can be bound to under the condition
+    consumer: frozenset[str]  # the groups the collective can run on under it
+    literals: PathCondition  # the configuration under which it holds (empty: always)
+    confidence: Confidence
+    narrowing: PathCondition = frozenset()  # of those, the relations that keep two names two groups
+
+    @property
+    def configuration_dependent(self) -> bool:
+        """Whether the path to the mismatch needs a configuration (not only that two names be two groups)."""
+        return bool(self.literals - self.narrowing)
+
+    @property
+    def condition(self) -> str | None:
+        return display_condition(self.literals) or None
+
+
+def _possible(options: tuple[Guarded, ...], k: PathCondition) -> frozenset[str]:
+    return frozenset(g for g, guard in options if not contradicts(k | guard))
+
+
+def _single_rank(groups: frozenset[str], k: PathCondition, api: Api) -> frozenset[str]:
+    held = holding(k)
+    return frozenset(g for g in groups if any(rel in held for rel in api.single_rank(g)))
+
+
+def _aliased(bound: frozenset[str], consumer: frozenset[str], k: PathCondition, api: Api) -> bool:
+    """Whether, under K, some group of one side is the same object as one of the other."""
+    held = holding(k)
+    return any((rel := api.alias(x, y)) is not None and rel in held for x in bound for y in consumer)
+
+
+def mismatches(consumption: Consumption, api: Api) -> list[Mismatch]:
+    """Every configuration (by its condition) under which the consumption is on the wrong group."""
+    bindings = consumption.allocation.groups
+    if not bindings or not consumption.groups:
+        return []
+    found: dict[PathCondition, Mismatch] = {}
+    for _, bound_guard in bindings:
+        for _, consumer_guard in consumption.groups:
+            k = consumption.cond | bound_guard | consumer_guard
+            if contradicts(k) or k in found:
+                continue
+            bound = _possible(bindings, k)
+            consumer = _possible(consumption.groups, k)
+            single = _single_rank(bound | consumer, k, api)
+            bound, consumer = bound - single, consumer - single
+            if not bound or not consumer or bound & consumer or _aliased(bound, consumer, k, api):
+                continue
+            narrowing = _distinct(bound, consumer, k, api)
+            literals = configuration(k) | narrowing
+            found[k] = Mismatch(consumption, bound, consumer, literals,
+                                _confidence(consumption, bound | consumer, literals), narrowing)
+    return sorted(found.values(), key=_preference)
+
+
+def _distinct(bound: frozenset[str], consumer: frozenset[str], k: PathCondition, api: Api) -> PathCondition:
+    """The relations that must fail for two names to be two groups (narrowing the condition)."""
+    out = set()
+    for x in bound:
+        for y in consumer:
+            rel = api.alias(x, y)
+            if rel is not None and (rel, False) not in k:
+                out.add((rel, False))
+    return frozenset(out)
+
+
+def _confidence(consumption: Consumption, groups: frozenset[str], literals: PathCondition) -> Confidence:
+    if consumption.lost or any(is_symbolic(g) for g in groups):
+        return Confidence.LOW
+    if any(kind(key) == FLAG for key, _ in literals):
+        return Confidence.MEDIUM
+    return Confidence.HIGH
+
+
+def _preference(m: Mismatch) -> tuple:
+    return (-m.confidence.rank, len(m.literals), m.consumption.call.span.line, m.consumption.call.span.col)
+
+
+def best(found: list[Mismatch]) -> Mismatch:
+    """The mismatch a finding leads with: the most certain, under the fewest conditions."""
+    return min(found, key=_preference)
