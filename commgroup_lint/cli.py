@@ -24,7 +24,7 @@ from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.options import (
     anchored_patterns, progress_reporter, resolve_selection, statistics,
 )
-from commgroup_lint.model import Confidence
+from commgroup_lint.model import Confidence, RuleSelection
 from commgroup_lint.profile import Profile, ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
 from commgroup_lint.rule import all_rules
@@ -239,3 +239,36 @@ def explain(code: str) -> None:
         known = ", ".join(r.code for r in all_rules().rules)
         raise UserError(f"unknown rule code '{code}' (known: {known})")
     click.echo(render_rule_doc(rule), nl=False)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
+@click.option("--profile", "profile_name", default=None,
+              help="Engine profiles, comma-separated (default: the configured ones, else all).")
+def sites(paths: Sequence[str], output_format: str, config_path: str | None, profile_name: str | None) -> None:
+    """List every place PATHS bind memory to a group, with the groups and the collectives that consume it.
+
+    \b
+    Exit codes: 0 when the inventory was made (whatever it holds), 2 on a usage error.
+    """
+    from commgroup_lint.inventory import Inventory, render_json, render_text
+
+    config = _load_config(paths, config_path)
+    profile = _load_profile(config, profile_name)
+    try:
+        files = discover(paths or (".",), config.exclude + config.extend_exclude, config.force_exclude)
+    except PathNotFound as err:
+        raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
+    inventory = Inventory()
+    linter = Linter(profile, RuleSelection(("CGL000",)), per_file_ignores=config.per_file_ignores,
+                    observer=inventory.observe)
+    result = linter.lint(files)
+    found = inventory.sites()
+    sys.stdout.write(render_json(found) if output_format == "json" else render_text(found))
+    if not result.files_using_api:
+        click.echo(f"note: no file uses a known group-bound allocation API; profiles: {', '.join(profile.names)}",
+                   err=True)

@@ -21,7 +21,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 
 from commgroup_lint.analysis.api import Api
@@ -53,6 +52,8 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     internal_errors: list[InternalError] = field(default_factory=list)
+    files_using_api: int = 0  # files that name a group-bound allocation API (the others cannot hold a finding)
+    profiles: tuple[str, ...] = ()  # the profiles the run used
     sources: dict[str, str] = field(default_factory=dict)  # text of the files with findings, for code frames
     fixable: dict[str, SourceFile] = field(default_factory=dict)  # the files with a fix to offer
 
@@ -61,7 +62,8 @@ class Linter:
     def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
                  per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True,
                  cache: Cache | None = None, frontend: str = "ast",
-                 min_confidence: Confidence = Confidence.MEDIUM) -> None:
+                 min_confidence: Confidence = Confidence.MEDIUM,
+                 observer: Callable[[FileContext], None] | None = None) -> None:
         self.api = Api(profile)
         self.recorder = Recorder(self.api)
         self.selection = selection
@@ -73,6 +75,7 @@ class Linter:
         self.cache = cache  # None: no cache
         self.frontend = frontend  # the parser that builds the IR: "ast" (fast) or "cst" (libcst, the reference)
         self.min_confidence = min_confidence  # findings less sure than this are not reported
+        self.observer = observer  # sees every analysed file's facts (the `sites` inventory); needs no cache
 
     def cache_settings(self) -> tuple[object, ...]:
         """What, besides the tool's own source, decides a cached result."""
@@ -125,7 +128,7 @@ class Linter:
                 return self._lint(files, counted, trust_stat=False)
 
     def _lint(self, files: list[Discovered], progress: Callable[[], None], trust_stat: bool) -> LintResult:
-        result = LintResult()
+        result = LintResult(profiles=self.api.profile.names)
         caching = self.cache is not None
         old = self.cache.load() if self.cache is not None else {}
         started = time.time_ns()
@@ -177,6 +180,7 @@ class Linter:
         for file in checked:
             display = file.display
             gated = not self.gate or bool(mentions([display], words))
+            result.files_using_api += gated
             record = file.record
             cached = record.result if record is not None else None
             if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
@@ -270,6 +274,8 @@ class Linter:
                     outcomes += list(rule.check(ctx))
                 except Exception as err:  # noqa: BLE001
                     outcomes.append(InternalError(source.display, rule.code, f"{type(err).__name__}: {err}"))
+            if self.observer is not None:
+                self.observer(ctx)
         yield from outcomes
 
     def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> list[Finding]:
@@ -298,15 +304,17 @@ class Mentions:
         self._interned: dict[frozenset[str], frozenset[str]] = {}
 
     def __call__(self, displays: Iterable[str], words: Iterable[str]) -> set[str]:
-        """Those of `displays` that name one of `words`."""
+        """Those of `displays` that name one of `words`. A word is searched for in every file
+        not searched for it yet, at once: each word costs one pass over the text."""
         words = set(words)
         displays = list(displays)
-        todo: dict[frozenset[str], list[str]] = {}
-        for d in displays:
-            missing = words - self.checked[d]
-            if missing:
-                todo.setdefault(frozenset(missing), []).append(d)
-        if todo:  # one pass for all: a word searched again in a file gives the same answer
+        if any(not words <= self.checked[d] for d in displays):
+            todo: dict[frozenset[str], list[str]] = {}
+            for d, checked in self.checked.items():
+                missing = words - checked
+                if missing:
+                    todo.setdefault(frozenset(missing), []).append(d)
+            # one pass for all: a word searched again in a file gives the same answer
             self._scan([d for group in todo.values() for d in group], frozenset().union(*todo))
         return {d for d in displays if not self.found[d].isdisjoint(words)}
 
@@ -332,30 +340,37 @@ class Mentions:
                 at = joined.find(word)
                 while at != -1:
                     k = bisect_right(starts, at) - 1
-                    display = chunk[k]
-                    if _whole_word(word).search(texts[display]) is not None:
-                        found[display].add(word)
-                    at = joined.find(word, starts[k + 1]) if k + 1 < len(starts) else -1
+                    if _whole_word_at(joined, at, len(word)):
+                        found[chunk[k]].add(word)
+                        at = joined.find(word, starts[k + 1]) if k + 1 < len(starts) else -1
+                    else:
+                        at = joined.find(word, at + 1)
             for d in chunk:
                 self.checked[d] |= words
 
 
-@lru_cache(maxsize=1024)
-def _whole_word(word: str) -> re.Pattern[str]:
-    return re.compile(r"\b" + re.escape(word) + r"\b")
+def _whole_word_at(text: str, at: int, length: int) -> bool:
+    """Whether the identifier found at `at` is a whole word there (as `\\bword\\b`; the texts are
+    joined with NUL, which is no word character)."""
+    before = text[at - 1] if at else " "
+    end = at + length
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while linting: the IR and facts are large, acyclic
     and alive until the end, and the collector's full passes over them cost more than half of
-    a cold run. Reference counting still frees everything as usual."""
+    a cold run. Reference counting still frees everything as usual. What the run made is
+    frozen before the collector comes back, so its first pass does not scan it all."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            gc.freeze()
             gc.enable()
 
 

@@ -27,11 +27,13 @@ BASE = "torch"
 
 @dataclass(frozen=True)
 class GroupInfo:
-    """A canonical group. `getter` and `import_from` are how a fix names it."""
+    """A canonical group. `getter` and `import_from` are how a fix names it; `size` is the world
+    size quantity its `world_size` reads (so `group.world_size > 1` is a condition on it)."""
 
     description: str
     getter: str | None = None
     import_from: str | None = None
+    size: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Methods:
     same_group: frozenset[str] = frozenset()  # return the group itself (`_get_backend`)
     register_pool: frozenset[str] = frozenset()  # bind their pool argument to the group
     get_group: frozenset[str] = frozenset()  # return the group a mesh-like object names (`mesh.get_group("tp")`)
+    size: frozenset[str] = frozenset()  # return the group's world size (`pg.size()`)
 
     def merged(self, other: "Methods") -> "Methods":
         return Methods(*(getattr(self, f.name) | getattr(other, f.name) for f in fields(Methods)))
@@ -112,6 +115,7 @@ class Profile:
     new_groups: frozenset[str] = frozenset()
     attributes: dict[str, frozenset[str]] = field(default_factory=dict)
     same_group_attributes: frozenset[str] = frozenset()
+    size_group_attributes: frozenset[str] = frozenset()
     methods: Methods = field(default_factory=Methods)
     wrappers: dict[str, GroupParam] = field(default_factory=dict)
     sizes: dict[str, str] = field(default_factory=dict)
@@ -246,6 +250,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         new_groups=frozenset(r.strings(r.table(data, "new_groups"), "names", "new_groups")),
         attributes={k: frozenset(r.strings({k: v}, k, "attributes")) for k, v in r.table(data, "attributes").items()},
         same_group_attributes=frozenset(r.strings(r.table(data, "group_attributes"), "same_group", "group_attributes")),
+        size_group_attributes=frozenset(r.strings(r.table(data, "group_attributes"), "size", "group_attributes")),
         methods=Methods(**{f.name: frozenset(r.strings(methods, f.name, "methods")) for f in fields(Methods)})
         .merged(Methods(collective=frozenset(legacy_collective))),
         wrappers={k: r.group_param(v, f"wrappers.{k}") for k, v in r.table(data, "wrappers").items()},
@@ -316,11 +321,12 @@ class _Reader:
         return value
 
     def group_info(self, data: Any, where: str) -> GroupInfo:
-        data = self.entry(data, where, {"description", "getter", "import_from"})
+        data = self.entry(data, where, {"description", "getter", "import_from", "size"})
         return GroupInfo(
             self.string(data, "description", where, default=""),
             self.optional(data, "getter", where),
             self.optional(data, "import_from", where),
+            self.optional(data, "size", where),
         )
 
     def getters(self, table: dict[str, Any]) -> tuple[dict[str, frozenset[str]], dict[str, dict[str, frozenset[str]]]]:

@@ -151,7 +151,7 @@ def test_sarif_pure_deletion_has_no_inserted_content() -> None:
     text = "x = 1  # commgroup-lint: ignore[CGL001]\n"
     fix = Fix((Edit(5, len(text) - 1, ""),), Applicability.SAFE, "remove the comment")
     finding = Finding("CGL100", "m.py", Position(1, 8), Position(1, 40), "unused", Severity.WARNING, fix)
-    log = validate_sarif(sarif.render(LintResult([finding], 1, [], {"m.py": text})))
+    log = validate_sarif(sarif.render(LintResult([finding], 1, sources={"m.py": text})))
     result = log["runs"][0]["results"][0]
     assert result["level"] == "warning"
     (replacement,) = result["fixes"][0]["artifactChanges"][0]["replacements"]

@@ -24,17 +24,25 @@ WORLD = "world"
 class _Table(Generic[T]):
     def __init__(self, entries: dict[str, T], packages: tuple[str, ...]) -> None:
         self._packages = packages
+        self._tails: dict[str, str | None] = {}  # name -> its tail key (asked again and again)
         self._exact = dict(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
         self._shipped_tails = frozenset(self._by_tail)
         self._hidden: set[str] = set()
 
     def tail_key(self, name: str) -> str | None:
+        try:
+            return self._tails[name]
+        except KeyError:
+            pass
+        key = None
         for package in self._packages:
             if name.startswith(package + "."):
                 head, paren, rest = name.partition("(")
-                return f"{package}:{head.rpartition('.')[2]}{paren}{rest}"
-        return None
+                key = f"{package}:{head.rpartition('.')[2]}{paren}{rest}"
+                break
+        self._tails[name] = key
+        return key
 
     def get(self, name: str) -> T | None:
         if name in self._hidden:
@@ -93,6 +101,14 @@ def _consumes(c: Collective) -> tuple[b.Consume, ...]:
 def _is_attribute(name: str) -> bool:
     """`pkg.get_parallel().tp_group` names an attribute of a returned object; `pkg.get_tp_group` a callable."""
     return "()." in name
+
+
+def binds_memory(call: b.Behaviour | None) -> bool:
+    """Whether calling it returns memory bound to a group, a context that binds, or registers memory."""
+    return call is not None and bool(
+        call.allocator() or call.context() or call.registers or call.binds_pools
+        or any(isinstance(r, b.PoolContext) for r in call.returns)
+    )
 
 
 def profile_entries(p: Profile) -> dict[str, b.Entry]:
@@ -165,6 +181,8 @@ class Api:
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
         self.quantities = frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
+        self._profile_words = self._binding_words()
+        self.helper_words: set[str] = set()  # module-level helpers of the scanned code that bind memory
 
     def entry(self, name: str) -> b.Entry | None:
         return self.entries.get(name)
@@ -193,13 +211,15 @@ class Api:
         return self._aliases.get((a, b_)) or self._aliases.get((b_, a))
 
     def allocation_words(self) -> set[str]:
-        """The final names of every call that binds memory (the gate: only files naming one can hold a finding)."""
+        """The final names of every call that binds memory: the profile's, and the scanned code's
+        helpers callable by name (`helper_words`, from the index). Only a file naming one can
+        hold a finding (the gate)."""
+        return self._profile_words | self.helper_words
+
+    def _binding_words(self) -> set[str]:
         words = set()
         for name in self.entries.names():
             entry = self.entries.get(name)
-            call = entry.call if entry is not None else None
-            if call is not None and (call.allocator() or call.context() or call.registers or call.binds_pools
-                                     or any(isinstance(r, b.PoolContext) for r in call.returns)):
+            if entry is not None and binds_memory(entry.call):
                 words.add(name.partition("(")[0].rpartition(".")[2])
-        words |= set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
-        return words
+        return words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)

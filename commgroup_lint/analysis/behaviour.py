@@ -108,6 +108,14 @@ class Constant:
 
 
 @dataclass(frozen=True)
+class Partial:
+    """`functools.partial(path, ...)`: a callable with some arguments given (each its possibilities)."""
+
+    path: str
+    args: tuple[tuple[str | None, tuple["Returned", ...]], ...]
+
+
+@dataclass(frozen=True)
 class Instance:
     """An instance of a class of the scanned code."""
 
@@ -119,7 +127,8 @@ class Items:
     items: tuple[tuple["Returned", ...], ...]
 
 
-Returned = Union[Groups, NewGroup, Argument, Size, Memory, Context, PoolContext, Flag, Constant, Instance, Items]
+Returned = Union[Groups, NewGroup, Argument, Size, Memory, Context, PoolContext, Flag, Constant, Partial, Instance,
+                 Items]
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,8 @@ def _bounds_contradict(cond: set[Literal]) -> bool:
                 high[operand] = min(high.get(operand, bound), bound)
     for operand in set(low) | set(high):
         lo, hi = low.get(operand), high.get(operand)
+        if operand.startswith(QUANTITY):
+            lo = max(lo or 1, 1)  # a world size has at least one rank
         if lo is not None and hi is not None:
             if lo > hi or (lo == hi and lo in unequal.get(operand, ())):
                 return True
@@ -226,8 +228,9 @@ def _int_side(left: str, right: str) -> tuple[int | None, str | None, bool]:
     return None, None, False
 
 
-def holding(cond: Iterable[Literal]) -> frozenset[str]:
-    return frozenset(key for key, holds in cond if holds)
+def implies(cond: PathCondition, key: str) -> bool:
+    """Whether the literals force the relation to hold (`attn_tp_size <= 1` forces `attn_tp_size == 1`)."""
+    return (key, True) in cond or contradicts(cond | {(key, False)})
 
 
 @dataclass(frozen=True)
@@ -340,16 +343,21 @@ def _bare_param(key: str) -> int | None:
 
 
 def render(expr: ir.Expr) -> str | None:
-    """A plain text for simple expressions (names, attributes, calls without arguments), used
-    where no scope is needed (sibling conventions, fix descriptions)."""
+    """A plain text for simple expressions (names, attributes, calls with constant arguments,
+    constant subscripts), used where no scope is needed (sibling conventions, groups known only
+    by the expression holding them, fix descriptions)."""
     if isinstance(expr, ir.Name):
         return expr.id
     if isinstance(expr, ir.Attr):
         base = render(expr.value)
         return f"{base}.{expr.attr}" if base else None
-    if isinstance(expr, ir.Call) and not expr.args:
+    if isinstance(expr, ir.Call) and all(isinstance(a.value, ir.Const) and not a.star for a in expr.args):
         base = render(expr.func)
-        return f"{base}()" if base else None
+        args = ", ".join((f"{a.keyword}=" if a.keyword else "") + repr(a.value.value) for a in expr.args)  # type: ignore[union-attr]
+        return f"{base}({args})" if base else None
+    if isinstance(expr, ir.Subscript) and isinstance(expr.index, ir.Const):
+        base = render(expr.value)
+        return f"{base}[{expr.index.value!r}]" if base else None
     if isinstance(expr, ir.Const):
         return repr(expr.value)
     return None

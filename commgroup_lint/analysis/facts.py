@@ -91,10 +91,12 @@ class ContextFact:
 
 @dataclass(frozen=True)
 class ParamFact:
-    """The value of the enclosing function's parameter (symbolic, for summaries)."""
+    """The value of the enclosing function's parameter (symbolic, for summaries); `guard` holds
+    where the value is the parameter only on some paths (`x = param if c else other`)."""
 
     index: int
     name: str
+    guard: PathCondition = frozenset()
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,30 @@ class CondFact:
     when_false: frozenset[Literal]
 
 
+MAX_NESTING = 3  # tuples of tuples deeper than this are not kept by position
+MAX_ITEMS = 64  # nor are longer ones (a list grown in a loop)
+
+
 @dataclass(frozen=True)
 class TupleFact:
     """A tuple (or list) whose elements are known by position."""
 
     items: tuple[frozenset, ...]
+    depth: int = field(default=1, compare=False)
+
+    @staticmethod
+    def of(items: tuple[frozenset, ...]) -> frozenset:
+        """The value of a tuple of `items`: by position, or, nested too deep or too long (a tuple
+        rebuilt from itself in a loop), as the union of the buffers and groups in it."""
+        inner = [f.depth for item in items for f in item if isinstance(f, TupleFact)]
+        depth = 1 + max(inner, default=0)
+        if depth <= MAX_NESTING and len(items) <= MAX_ITEMS:
+            return frozenset({TupleFact(items, depth)})
+        kept: set = set()
+        for item in items:
+            for f in item:
+                kept |= set().union(*f.items) if isinstance(f, TupleFact) else {f}
+        return frozenset(f for f in kept if not isinstance(f, TupleFact)) or frozenset({UNKNOWN})
 
 
 @dataclass(frozen=True)
@@ -169,6 +190,7 @@ class ParamUse:
 
     groups: tuple[Fact, ...]  # GroupFacts (with guards) or ParamFacts (the group comes from a parameter)
     cond: PathCondition
+    name: str  # the collective's display name
 
 
 @dataclass
@@ -184,10 +206,8 @@ class FunctionFacts:
     consumptions: list[Consumption] = field(default_factory=list)
     returns: set[Fact] = field(default_factory=set)
     param_uses: dict[int, list[ParamUse]] = field(default_factory=dict)
-    param_consumer_names: dict[int, str] = field(default_factory=dict)
     scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
-    deciding: set[str] = field(default_factory=set)  # unresolved calls whose result decides a branch
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call
     stores: dict[str, frozenset] = field(default_factory=dict)  # `self.x` values this method leaves

@@ -15,14 +15,15 @@ conditions are read in the caller's terms, and what it consumes is recorded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import WORLD, Api
 from commgroup_lint.analysis.conditions import (
     GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, constant_operand,
-    contradicts, mentions, operand_scope, relation_key,
+    contradicts, key_operands, mentions, operand_scope, relation_key,
 )
 from commgroup_lint.analysis.facts import (
     SYMBOLIC, UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CallableFact, CondFact, ConstFact, Consumption, ContextFact,
@@ -49,8 +50,28 @@ def join(a: Env, *others: Env) -> Env:
     out = dict(a)
     for other in others:
         for key, value in other.items():
-            out[key] = out[key] | value if key in out else value
+            if key in out and out[key] is not value:
+                out[key] = merge_guards(out[key] | value)
+            elif key not in out:
+                out[key] = value
     return out
+
+
+def merge_guards(value: Value) -> Value:
+    """One fact per group (and per parameter): one reached on several paths is possible where
+    their guards agree (the literals common to all of them), which keeps values small at every join."""
+    guarded = [f for f in value if isinstance(f, (GroupFact, ParamFact))]
+    if len(guarded) < 2 or len({_guarded_key(f) for f in guarded}) == len(guarded):
+        return value
+    merged: dict[object, GroupFact | ParamFact] = {}
+    for f in guarded:
+        key = _guarded_key(f)
+        merged[key] = replace(f, guard=merged[key].guard & f.guard) if key in merged else f
+    return frozenset(f for f in value if not isinstance(f, (GroupFact, ParamFact))) | set(merged.values())
+
+
+def _guarded_key(f: GroupFact | ParamFact) -> object:
+    return f.group if isinstance(f, GroupFact) else f.index
 
 
 def flatten(value: Value) -> Iterator[Fact]:
@@ -73,7 +94,7 @@ def guarded_groups(value: Value) -> tuple[Guarded, ...] | None:
         if isinstance(f, GroupFact):
             out.append((f.group, f.guard))
         elif isinstance(f, ParamFact):
-            out.append((SYMBOLIC + f.name.lstrip("*"), frozenset()))
+            out.append((SYMBOLIC + f.name.lstrip("*"), f.guard))
         else:
             return None
     return tuple(sorted(set(out), key=lambda g: (g[0], sorted(g[1]))))
@@ -106,6 +127,7 @@ class Scope:
     display: str = ""  # the file, for "path:line" origins
     is_method: bool = False  # the first parameter is `self` (or `cls`)
     local_classes: dict[str, tuple[tuple[str, ...], frozenset[str]]] | None = None  # this module's classes
+    names: dict[str, Value] = field(default_factory=dict)  # module-level names' values, within one analysis
 
 
 class FunctionFlow:
@@ -132,7 +154,7 @@ class FunctionFlow:
         self.contexts: list[Allocation] = []
         self._call_values: dict[int, Value] = {}  # a call's value, by node: `if helper():` reads its flag
         self.statement: ir.Span = ir.NO_SPAN
-        self._allocations: dict[int, Allocation] = {}
+        self._allocations: dict[tuple[int, str], Allocation] = {}
         self._seen: set[tuple] = set()
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
 
@@ -140,8 +162,7 @@ class FunctionFlow:
     def run(self, body: Iterable[ir.Stmt]) -> None:
         self.block(body)
         self.facts.allocations = sorted(self._allocations.values(), key=lambda a: (a.call.span.line, a.call.span.col))
-        if self.facts.allocations or self.facts.consumptions or self.facts.param_uses:
-            self.facts.wanted |= self.facts.deciding
+        self.facts.wanted |= self.deciding_helpers()
 
     def block(self, body: Iterable[ir.Stmt]) -> bool:
         """Execute statements; False when every path through them leaves the block."""
@@ -235,16 +256,16 @@ class FunctionFlow:
             return env
         out = dict(env)
         for key, value in env.items():
-            if other.get(key) is not value and any(isinstance(f, GroupFact) for f in value):
+            if other.get(key) is not value and any(isinstance(f, (GroupFact, ParamFact)) for f in value):
                 out[key] = frozenset(self.guard(value, literals))
         return out
 
     @staticmethod
     def guard(value: Value, literals: Iterable[Literal]) -> set[Fact]:
         literals = frozenset(literals)
-        if not literals:
+        if not literals or not any(isinstance(f, (GroupFact, ParamFact)) for f in value):
             return set(value)
-        return {GroupFact(f.group, f.guard | literals) if isinstance(f, GroupFact) else f for f in value}
+        return {replace(f, guard=f.guard | literals) if isinstance(f, (GroupFact, ParamFact)) else f for f in value}
 
     def loop(self, s: ir.Loop) -> None:
         iterated = self.eval(s.iter)
@@ -255,7 +276,8 @@ class FunctionFlow:
         self._jumps.append(jumps)
         element = frozenset(f for f in flatten(iterated) if isinstance(f, (BufferFact, GroupFact))) or UNKNOWN_VALUE
         varying = _assigned_names(s)
-        for _ in range(2):
+        for _ in range(2):  # a second pass only when the first changed what the loop starts with
+            before = self.env
             self.cond = body_cond
             if s.target is not None:
                 self.bind(s.target, element, None)
@@ -263,6 +285,8 @@ class FunctionFlow:
             self.env = join(start_env, *([self.env] if through else []), *jumps["continue"])
             # around the back edge, what the last iteration tested of its own variables no longer holds
             self.env = {k: _forget(v, varying) for k, v in self.env.items()}
+            if self.env == before:
+                break
         self._jumps.pop()
         self.cond = start_cond
         self.block(s.orelse)
@@ -318,13 +342,16 @@ class FunctionFlow:
             for t in target.elts:
                 self.bind(t.value if isinstance(t, ir.Starred) else t, element, None)
 
-    def grow(self, target: ir.Name, value: Value) -> None:
+    def grow(self, target: ir.Expr, value: Value) -> None:
         """`groups.append(g)`: the list holds one more element."""
-        held = self.env.get(target.id)
+        key = target.id if isinstance(target, ir.Name) else f"self.{target.attr}"  # type: ignore[attr-defined]
+        held = self.env.get(key)
         if held is None:
             return
-        grown = {TupleFact(f.items + (value,)) if isinstance(f, TupleFact) else f for f in held}
-        self.env[target.id] = frozenset(grown)
+        grown = frozenset(g for f in held for g in (TupleFact.of(f.items + (value,)) if isinstance(f, TupleFact) else {f}))
+        self.env[key] = grown
+        if key.startswith("self."):
+            self.facts.stores[key] = self.facts.stores.get(key, frozenset()) | grown
 
     def flag_value(self, value: Value, source: ir.Expr | None) -> Value:
         """A boolean expression keeps its literals (`use_x = a and not b`, `x if x is not None else c`)."""
@@ -338,17 +365,32 @@ class FunctionFlow:
 
     # expressions -----------------------------------------------------------------
     def eval(self, e: ir.Expr) -> Value:
-        if isinstance(e, ir.Name):
-            if e.id in self.env:
-                return self.env[e.id]
-            if e.id == self.self_name:
+        kind = type(e)
+        if kind is ir.Name:
+            if e.id in self.env:  # type: ignore[union-attr]
+                return self.env[e.id]  # type: ignore[union-attr]
+            if e.id == self.self_name:  # type: ignore[union-attr]
                 return UNKNOWN_VALUE
-            qualified = self.imports.qualify(e)
-            return frozenset(self.path_value(qualified)) if qualified else UNKNOWN_VALUE
-        if isinstance(e, ir.Attr):
-            return self.attribute(e)
-        if isinstance(e, ir.Call):
-            return self.call(e)
+            return self.global_name(e.id)  # type: ignore[union-attr]
+        if kind is ir.Attr:
+            return self.attribute(e)  # type: ignore[arg-type]
+        if kind is ir.Call:
+            return self.call(e)  # type: ignore[arg-type]
+        if kind is ir.Const:
+            value = e.value  # type: ignore[union-attr]
+            return _constant(value) if isinstance(value, (bool, int, str, type(None))) else UNKNOWN_VALUE
+        return self.eval_other(e)
+
+    def global_name(self, name: str) -> Value:
+        """A module-level name: what each import that binds it (or the module's own global) is.
+        Asked again and again with the same answer within one analysis, so it is remembered."""
+        memo = self.scope.names
+        found = memo.get(name)
+        if found is None:
+            found = memo[name] = frozenset(f for q in self.imports.qualify_all(name) for f in self.path_value(q))
+        return found
+
+    def eval_other(self, e: ir.Expr) -> Value:
         if isinstance(e, ir.Subscript):
             return self.subscript(e)
         if isinstance(e, ir.NamedExpr):
@@ -357,17 +399,15 @@ class FunctionFlow:
         if isinstance(e, ir.IfExpr):
             self.eval(e.test)
             when_true, when_false = self.literals(e.test)
-            return frozenset(self.guard(self.eval(e.body), when_true) | self.guard(self.eval(e.orelse), when_false))
+            return merge_guards(frozenset(self.guard(self.eval(e.body), when_true) | self.guard(self.eval(e.orelse), when_false)))
         if isinstance(e, ir.TupleExpr):
-            items = tuple(self.eval(elt) for elt in e.elts)
+            items = tuple(self.element(elt) for elt in e.elts)
             if _starred(e):
                 return frozenset(f for item in items for f in flatten(item) if isinstance(f, (BufferFact, ParamFact))) \
                     or UNKNOWN_VALUE
-            return frozenset({TupleFact(items)})
+            return TupleFact.of(items)
         if isinstance(e, ir.Starred):
             return self.eval(e.value)
-        if isinstance(e, ir.Const):
-            return frozenset({ConstFact(e.value)}) if isinstance(e.value, (bool, int, str, type(None))) else UNKNOWN_VALUE
         if isinstance(e, ir.Compare):
             for sub in (e.left, *e.comparators):
                 self.eval(sub)
@@ -384,6 +424,18 @@ class FunctionFlow:
             if e.arith and self.contexts:  # `a + b` makes a new tensor
                 return self.made_in_contexts(set())
         return UNKNOWN_VALUE
+
+    def element(self, e: ir.Expr) -> Value:
+        return self.named(self.eval(e), e)
+
+    def named(self, value: Value, e: ir.Expr) -> Value:
+        """A list element known only by its expression keeps that expression, in case the list is
+        a list of groups (`[self.dp_group, get_outer_group()]`)."""
+        if value == UNKNOWN_VALUE and not isinstance(e, (ir.Starred, ir.Const)):
+            text = self.group_text(e)
+            if text is not None:
+                return value | {GroupFact(SYMBOLIC + text)}
+        return value
 
     def on_self(self, e: ir.Expr) -> bool:
         return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == self.self_name \
@@ -403,6 +455,8 @@ class FunctionFlow:
                 out |= self.path_value(f"{f.path}.{e.attr}")
             elif isinstance(f, GroupFact) and self.api.is_same_group_attribute(e.attr):
                 out.add(f)
+            elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
+                out.add(self.group_size(f))
             elif isinstance(f, ObjectFact):
                 out.add(PathFact(f"{f.cls}.{e.attr}"))
             else:
@@ -462,8 +516,8 @@ class FunctionFlow:
                 receiver = self.eval(receiver_expr)
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
                 self.contexts.extend(f.allocation for f in args[0] if isinstance(f, ContextFact))
-            elif method in _LIST_GROWING and args and isinstance(receiver_expr, ir.Name):
-                self.grow(receiver_expr, args[-1])
+            elif method in _LIST_GROWING and args and (isinstance(receiver_expr, ir.Name) or self.on_self(receiver_expr)):
+                self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
             for f in receiver:
                 if isinstance(f, GroupFact):
                     result |= self.group_method(f, method, c, args)
@@ -526,6 +580,8 @@ class FunctionFlow:
                 self.facts.passes_params_to.add(path)
             if self.facts.class_qualname and path.startswith(self.facts.class_qualname + "."):
                 return {UNKNOWN}
+            if self.class_info(path) is not None:  # constructing a class of the scanned code
+                return {ObjectFact(path)}
             return {PathFact(f"{path}()")}
         arguments = _Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
@@ -649,11 +705,17 @@ class FunctionFlow:
             return {ObjectFact(item.cls)}
         if isinstance(item, b.Constant):
             return {ConstFact(item.value)}
+        if isinstance(item, b.Partial):
+            bound = tuple(
+                (keyword, frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE)
+                for keyword, alternatives in item.args
+            )
+            return {CallableFact(item.path, bound)}
         if isinstance(item, b.Items):
-            return {TupleFact(tuple(
+            return set(TupleFact.of(tuple(
                 frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
                 for alternatives in item.items
-            ))}
+            )))
         if c is None:
             return {UNKNOWN}
         if isinstance(item, b.Memory):
@@ -727,14 +789,15 @@ class FunctionFlow:
             how, name, c, groups, group_params, missing, origin, binding.hidden and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement,
         )
-        previous = self._allocations.get(id(c))
-        if previous is not None:  # a loop's second pass: one allocation per call site
+        key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
+        previous = self._allocations.get(key)
+        if previous is not None:
             if previous.groups != groups and previous.groups is not None and groups is not None:
                 previous = replace(previous, groups=tuple(sorted(set(previous.groups) | set(groups),
                                                                  key=lambda g: (g[0], sorted(g[1])))))
-                self._allocations[id(c)] = previous
+                self._allocations[key] = previous
             return previous
-        self._allocations[id(c)] = allocation
+        self._allocations[key] = allocation
         return allocation
 
     def register(self, register: b.Register, path: str, c: ir.Call, arguments: "_Arguments") -> None:
@@ -755,11 +818,18 @@ class FunctionFlow:
             return {UNKNOWN}
         if method in methods.same_group:
             return {group}
+        if method in methods.size:
+            return {self.group_size(group)}
         if method in methods.allocator:
             binding = b.Binding(groups=((group.group, group.guard),))
             allocation = self.allocate("allocator", method, c, _Arguments(c, args, ()), binding, None)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         return set()
+
+    def group_size(self, group: GroupFact) -> Fact:
+        """The group's world size, as the quantity its profile names (`attn_tp.world_size`)."""
+        info = self.api.profile.groups.get(group.group)
+        return SizeFact(info.size) if info is not None and info.size and not group.guard else UNKNOWN
 
     def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
                 extra: PathCondition, lost: bool) -> None:
@@ -769,14 +839,13 @@ class FunctionFlow:
             if isinstance(f, ParamFact) and groups is not None:
                 uses = self.facts.param_uses.setdefault(f.index, [])
                 use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
-                               scoped(self.cond | extra, PORTABLE))
+                               scoped(self.cond | extra | f.guard, PORTABLE), name)
                 if use not in uses:
                     uses.append(use)
-                self.facts.param_consumer_names.setdefault(f.index, name)
             if not isinstance(f, BufferFact) or groups is None:
                 continue
             allocation = f.allocation
-            canonical = self._allocations.get(id(allocation.call))
+            canonical = self._allocations.get((id(allocation.call), allocation.name))
             if canonical is not None and canonical.groups != allocation.groups:
                 allocation = replace(allocation, groups=canonical.groups)  # a loop's passes, merged
             path = allocation.cond | self.cond | extra
@@ -788,12 +857,19 @@ class FunctionFlow:
             self._seen.add(key)
             self.facts.consumptions.append(Consumption(allocation, name, c, groups, path, lost))
 
-    def want_flag(self, test: ir.Call) -> None:
-        """A helper decides a branch: its summary may say what its result means (a flag
-        relating world sizes), if its module is indexed."""
-        for f in self.eval_quietly(test.func) if isinstance(test.func, (ir.Name, ir.Attr)) else ():
-            if isinstance(f, PathFact):
-                self.facts.deciding.add(f.path)
+    def deciding_helpers(self) -> set[str]:
+        """The module-level helpers whose result decides the path to an allocation or a
+        consumption (`if should_use_dp_reduce_scatterv():`): their summaries may say what the
+        result means (a relation of world sizes), once their modules are indexed."""
+        conds = [a.cond for a in self.facts.allocations] + [c.cond for c in self.facts.consumptions]
+        conds += [use.cond for uses in self.facts.param_uses.values() for use in uses]
+        found = set()
+        for cond in conds:
+            for key, _ in cond:
+                for operand in key_operands(key):
+                    if operand.startswith(GLOBAL) and "(" in operand:
+                        found.add(operand[1:].partition("(")[0])
+        return found
 
     def want_groups(self, value: Value) -> None:
         """A group expression that did not resolve: a helper's summary may say which group it is."""
@@ -834,8 +910,6 @@ class FunctionFlow:
             held = self.attribute(test)
         elif isinstance(test, ir.Call):
             held = self._call_values.get(id(test))
-            if held is not None and not any(isinstance(f, CondFact) for f in held):
-                self.want_flag(test)
         else:
             held = None
         if held:
@@ -897,6 +971,8 @@ class FunctionFlow:
             for f in base:
                 if isinstance(f, PathFact):
                     out |= self.path_value(f"{f.path}.{e.attr}")
+                elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
+                    out.add(self.group_size(f))
             if not base or all(not isinstance(f, PathFact) for f in base):
                 quantity = self.api.profile.size_attributes.get(e.attr)
                 if quantity and not any(isinstance(f, (SizeFact, GroupFact)) for f in out):
@@ -1026,6 +1102,11 @@ def _forget(value: Value, names: set[str]) -> Value:
             f = BufferFact(replace(f.allocation, cond=kept))
         out.add(f)
     return frozenset(out)
+
+
+@lru_cache(maxsize=4096)
+def _constant(value: object) -> Value:
+    return frozenset({ConstFact(value)})
 
 
 def _groups_value(groups: tuple[Guarded, ...]) -> Value:

@@ -28,27 +28,27 @@ NO_SPAN = Span(0, 0, 0, 0)
 # Expressions ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Name:
     id: str
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Attr:
     value: "Expr"
     attr: str
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Arg:
     value: "Expr"
     keyword: str | None = None
     star: str = ""  # "", "*" or "**"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Call:
     func: "Expr"
     args: tuple[Arg, ...]
@@ -82,20 +82,20 @@ class Call:
         return any(a.star for a in self.args)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Subscript:
     value: "Expr"
     index: "Expr | None" = None  # a single index (`t[0]`, `mesh["tp"]`); None for slices and several
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class TupleExpr:
     elts: tuple["Expr", ...]
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class IfExpr:
     test: "Expr"
     body: "Expr"
@@ -103,7 +103,7 @@ class IfExpr:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Compare:
     left: "Expr"
     ops: tuple[str, ...]
@@ -111,26 +111,26 @@ class Compare:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class BoolOp:
     op: str  # "and" | "or"
     values: tuple["Expr", ...]
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Not:
     operand: "Expr"
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Const:
     value: object
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class NamedExpr:
     """`(target := value)`: binds the name and evaluates to the value."""
 
@@ -139,7 +139,7 @@ class NamedExpr:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Starred:
     """`*value` inside a tuple or list display: its elements are not known by position."""
 
@@ -147,7 +147,7 @@ class Starred:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
     arithmetic (`a + b`, `-a`), which makes a new tensor."""
@@ -163,20 +163,20 @@ Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, No
 # Statements -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Assign:
     targets: tuple[Expr, ...]  # Name, TupleExpr of targets, or anything else (not tracked)
     value: Expr
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ExprStmt:
     value: Expr
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class If:
     test: Expr
     body: tuple["Stmt", ...]
@@ -184,7 +184,7 @@ class If:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Loop:
     """`for` and `while`: the target (if any) is rebound on each iteration."""
 
@@ -195,20 +195,20 @@ class Loop:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class WithItem:
     context: Expr
     target: Expr | None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class With:
     items: tuple[WithItem, ...]
     body: tuple["Stmt", ...]
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Try:
     body: tuple["Stmt", ...]
     handlers: tuple[tuple["Stmt", ...], ...]
@@ -217,7 +217,7 @@ class Try:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Assert:
     """`assert test`: the test holds after it."""
 
@@ -225,13 +225,13 @@ class Assert:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Return:
     value: Expr | None
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Jump:
     """`raise`, `break` or `continue`: control leaves the block."""
 
@@ -239,14 +239,14 @@ class Jump:
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Param:
     name: str
     default: Expr | None
     span: Span = NO_SPAN
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class FunctionDef:
     name: str
     params: tuple[Param, ...]
@@ -255,7 +255,7 @@ class FunctionDef:
     span: Span = NO_SPAN  # the `def` line (decorators excluded)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ClassDef:
     name: str
     body: tuple["Stmt", ...]
@@ -263,7 +263,7 @@ class ClassDef:
     bases: tuple[Expr, ...] = ()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ImportName:
     """`name` imported from `module` (None for `import module`), bound locally as `asname`."""
 
@@ -281,14 +281,14 @@ def plain_import(dotted: str, asname: str | None) -> ImportName:
     return ImportName(head, None, head)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Import:
     names: tuple[ImportName, ...]
     span: Span = NO_SPAN
     source: Any = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class OtherStmt:
     exprs: tuple[Expr, ...] = ()
     span: Span = NO_SPAN
@@ -305,6 +305,6 @@ def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -
     return chain[0] if chain else OtherStmt((subject,), span)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Module:
     body: tuple[Stmt, ...]

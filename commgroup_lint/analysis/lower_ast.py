@@ -20,25 +20,24 @@ class _AstLowerer:
         self._depth = 0
         # only \n, \r\n and \r end a line for the tokenizer (not \f or \x1c as for str.splitlines)
         self._lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
+        # the lines where a byte column is not a character column (most files have none)
+        self._wide = frozenset(i + 1 for i, line in enumerate(self._lines) if not line.isascii()) if not text.isascii() \
+            else frozenset()
 
     # positions: ast columns count UTF-8 bytes, the IR counts characters
     def _col(self, line: int, byte_col: int) -> int:
-        if not 0 < line <= len(self._lines):
+        if line not in self._wide:
             return byte_col
-        text = self._lines[line - 1]
-        if text.isascii():
-            return byte_col
-        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+        return len(self._lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
     def span(self, node: ast.AST) -> ir.Span:
         line = getattr(node, "lineno", 0)
         end_line = getattr(node, "end_lineno", line) or line
-        return ir.Span(
-            line,
-            self._col(line, getattr(node, "col_offset", 0)),
-            end_line,
-            self._col(end_line, getattr(node, "end_col_offset", 0) or 0),
-        )
+        col = getattr(node, "col_offset", 0)
+        end_col = getattr(node, "end_col_offset", 0) or 0
+        if self._wide:
+            col, end_col = self._col(line, col), self._col(end_line, end_col)
+        return ir.Span(line, col, end_line, end_col)
 
     # Nesting is counted while lowering (expressions and statements together) and a file
     # deeper than MAX_NESTING is refused here: the dataflow recurses over the IR too, and a

@@ -30,8 +30,9 @@ def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: s
     """The facts of the module's top level and of every function and method in it."""
     classes = module_classes(module, imports)
     top = FunctionFacts(imports.module, None, None)
-    FunctionFlow(api, Scope(imports, None, display, False, classes), top).run(module.body)
-    analysis = _ModuleAnalysis(api, imports, display, classes)
+    names: dict = {}  # module-level names' values, shared by every function of this analysis
+    FunctionFlow(api, Scope(imports, None, display, False, classes, names), top).run(module.body)
+    analysis = _ModuleAnalysis(api, imports, display, classes, names)
     return [top, *analysis.body(module.body, imports.module, None, {})]
 
 
@@ -52,8 +53,9 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
 
 
 class _ModuleAnalysis:
-    def __init__(self, api: Api, imports: ImportTable, display: str, classes: dict[str, ClassInfo]) -> None:
-        self.api, self.imports, self.display, self.classes = api, imports, display, classes
+    def __init__(self, api: Api, imports: ImportTable, display: str, classes: dict[str, ClassInfo],
+                 names: dict) -> None:
+        self.api, self.imports, self.display, self.classes, self.names = api, imports, display, classes, names
         self.stores: dict[str, Env] = {}  # class -> what its methods store on `self`
 
     def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
@@ -73,7 +75,7 @@ class _ModuleAnalysis:
             yield from self.klass(klass, f"{prefix}.{klass.name}", top_level)
 
     def scope(self, cls: str | None, is_method: bool) -> Scope:
-        return Scope(self.imports, cls, self.display, is_method, self.classes)
+        return Scope(self.imports, cls, self.display, is_method, self.classes, self.names)
 
     def klass(self, klass: ir.ClassDef, qualname: str, top_level: bool) -> Iterator[FunctionFacts]:
         seed: Env = {}
@@ -81,7 +83,7 @@ class _ModuleAnalysis:
             for key, value in self.stores.get(base, {}).items():
                 seed[key] = seed.get(key, frozenset()) | value
         for fn in _definitions(klass.body, ir.FunctionDef):
-            if _is_static(fn):
+            if _is_static(fn) or not _stores_on_self(fn):
                 continue
             facts = FunctionFacts(f"{qualname}.{fn.name}", fn, klass.name, False, qualname)
             FunctionFlow(self.api, self.scope(qualname, True), facts, fn.params, dict(seed)).run(fn.body)
@@ -91,6 +93,41 @@ class _ModuleAnalysis:
                     seed[key] = seed.get(key, frozenset()) | shared
         self.stores[qualname] = seed
         yield from self.body(klass.body, qualname, qualname, seed, top_level)
+
+
+def _stores_on_self(fn: ir.FunctionDef) -> bool:
+    """Whether the method assigns (or grows) an attribute of its first parameter anywhere."""
+    if not fn.params:
+        return False
+    me = fn.params[0].name
+    stack: list[ir.Stmt] = list(fn.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ir.Assign):
+            if any(_is_attr_of(t, me) for t in _targets(stmt.targets)):
+                return True
+        elif isinstance(stmt, ir.ExprStmt) and isinstance(stmt.value, ir.Call) and isinstance(stmt.value.func, ir.Attr):
+            if _is_attr_of(stmt.value.func.value, me):  # `self.groups.append(g)`
+                return True
+        elif isinstance(stmt, (ir.If, ir.Loop)):
+            stack.extend(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.With):
+            stack.extend(stmt.body)
+        elif isinstance(stmt, ir.Try):
+            stack.extend(stmt.body + stmt.orelse + stmt.finalbody + tuple(s for h in stmt.handlers for s in h))
+    return False
+
+
+def _targets(targets: Sequence[ir.Expr]) -> Iterator[ir.Expr]:
+    for t in targets:
+        if isinstance(t, ir.TupleExpr):
+            yield from _targets(t.elts)
+        else:
+            yield t
+
+
+def _is_attr_of(e: ir.Expr, name: str) -> bool:
+    return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == name
 
 
 def shareable(value: Value, fn: ir.FunctionDef) -> Value:
@@ -118,7 +155,7 @@ def _carried(f: Fact, fn: ir.FunctionDef) -> Fact | None:
         return f
     if isinstance(f, TupleFact):
         items = tuple(frozenset(c for g in item if (c := _carried(g, fn)) is not None) for item in f.items)
-        return TupleFact(items)
+        return TupleFact(items, f.depth)
     return None
 
 

@@ -42,9 +42,14 @@ class ImportTable:
         self.module = module
         self._package = module if is_package else module.rpartition(".")[0]
         self._aliases: dict[str, str] = {}
+        self._alternatives: dict[str, list[str]] = {}  # every module a name is imported from (try/except fallbacks)
         for stmt in imports:
             for name in stmt.names:
-                self._aliases[name.asname] = self.qualify_import(name)
+                qualified = self.qualify_import(name)
+                self._aliases[name.asname] = qualified
+                found = self._alternatives.setdefault(name.asname, [])
+                if qualified not in found:
+                    found.append(qualified)
 
     def qualify_import(self, name: ir.ImportName) -> str:
         """The qualified name an import binds (relative imports resolved against this module)."""
@@ -65,6 +70,12 @@ class ImportTable:
             base = self.qualify(expr.value)
             return f"{base}.{expr.attr}" if base else None
         return None
+
+    def qualify_all(self, name: str) -> list[str]:
+        """Every qualified name `name` may stand for: `import megatron.core.nccl_allocator as
+        nccl_allocator` in a `try`, and `import apex.contrib.nccl_allocator as nccl_allocator` in
+        its `except`, are both possible."""
+        return self._alternatives.get(name) or [f"{self.module}.{name}" if self.module else name]
 
     def aliases(self) -> dict[str, str]:
         """Local name -> qualified name, for every import of the module."""

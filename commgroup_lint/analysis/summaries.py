@@ -22,10 +22,12 @@ from pathlib import Path
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.api import Api, binds_memory
 from commgroup_lint.analysis.facts import (
-    BufferFact, CondFact, ConstFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact, SizeFact, TupleFact,
+    BufferFact, CallableFact, CondFact, ConstFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact,
+    PathFact, SizeFact, TupleFact,
 )
+from commgroup_lint.analysis.conditions import SIZE, kind
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, guarded_groups, scoped
 from commgroup_lint.analysis.module import ClassInfo, analyze_module, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
@@ -54,6 +56,7 @@ class FunctionEntry:
     summary: b.Behaviour
     wanted: frozenset[str]
     passes_params_to: frozenset[str]
+    by_name: bool = False  # a module-level function (or static/class method): callable from other files by name
 
 
 @dataclass
@@ -65,6 +68,8 @@ class ModuleAnalysis:
     facts: list[FunctionFacts] | None = None  # kept within a run, for the check; not cached
     classes: tuple[tuple[str, ClassInfo], ...] = ()
     misuses: tuple[tuple[str, str], ...] = ()  # (where a helper fixes the group, the caller consuming it elsewhere)
+    module: str = ""  # its module name, and the modules it imports (the order the index analyses in)
+    imports: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,9 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Binding(groups=tuple((g, scoped(guard, PORTABLE)) for g, guard in groups))
         return None
 
-    def returned(f: Fact) -> b.Returned | None:
+    def returned(f: Fact, in_tuple: bool = False) -> b.Returned | None:
+        """What a caller needs of a returned fact: what can carry a group or memory, a flag
+        relating world sizes, and (in a tuple, beside such items) a constant that decides a branch."""
         if isinstance(f, GroupFact):
             return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
         if isinstance(f, ParamFact):
@@ -133,14 +140,22 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
                 return b.Context(found, origin=origin)
             return b.Memory(found, a.how, origin, scoped(a.cond, PORTABLE))
         if isinstance(f, CondFact):
-            return b.Flag(scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE))
+            when_true, when_false = scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE)
+            if any(kind(key) == SIZE for key, _ in when_true | when_false):
+                return b.Flag(when_true, when_false)
+            return None
         if isinstance(f, ObjectFact):
             return b.Instance(f.cls)
         if isinstance(f, ConstFact):
-            return b.Constant(f.value)
+            return b.Constant(f.value) if in_tuple else None
         if isinstance(f, TupleFact):
-            items = tuple(tuple(r for g in item if (r := returned(g)) is not None) for item in f.items)
-            return b.Items(items) if any(items) else None
+            items = tuple(tuple(r for g in item if (r := returned(g, True)) is not None) for item in f.items)
+            return b.Items(items) if any(r for item in items for r in item if not isinstance(r, b.Constant)) else None
+        if isinstance(f, CallableFact):
+            args = tuple((keyword, tuple(r for g in value if (r := returned(g)) is not None)) for keyword, value in f.args)
+            return b.Partial(f.path, args)
+        if isinstance(f, PathFact) and not f.path.endswith(")") and api.call(f.path) is not None:
+            return b.Partial(f.path, ())  # a known API returned to be called later
         return None
 
     # sorted by position: `returns` is a set of facts hashed by identity, so its order varies
@@ -151,14 +166,13 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         ref = arg(position)
         if ref is None:
             continue
-        name = facts.param_consumer_names.get(position)
         for use in uses:
             fixed = tuple((g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact))
             if fixed:
-                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=name))
+                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name))
             for g in use.groups:
                 if isinstance(g, ParamFact) and (group_ref := arg(g.index)) is not None:
-                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=name))
+                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name))
     behaviour = b.Behaviour(tuple(returns), tuple(dict.fromkeys(consumes)))
     if behaviour.empty:
         return behaviour
@@ -239,7 +253,8 @@ class SummaryIndex:
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         modules: _ModuleFinder | None = None
         words: set[str] = set()
-        for _ in range(MAX_HOPS):
+        hops, settled = 0, False
+        while hops < MAX_HOPS:
             new_words = self.allocator_words() - words
             words |= new_words
             chosen = set(mentions(pending, new_words)) if new_words else set()
@@ -248,11 +263,19 @@ class SummaryIndex:
                     modules = _ModuleFinder({display: s.path for display, s in pending.items()})
                 chosen |= {d for d in _defining(self._wanted(), modules) if d in pending}
             if not chosen:
-                break
+                if settled:
+                    break
+                # what the new modules' summaries change in the others can want more modules
+                self._settle(rounds=MAX_ROUNDS)
+                settled = True
+                continue
+            hops += 1
             for display in sorted(chosen):  # sorted: the order decides between duplicate definitions
                 self._add(pending.pop(display))
-            self._settle(rounds=1)  # enough to see what else is wanted
-        self._settle(rounds=MAX_ROUNDS)
+            self._settle(rounds=1, fresh_only=True)  # enough to see what the new ones want
+            settled = False
+        if not settled:
+            self._settle(rounds=MAX_ROUNDS)
 
     def _add(self, source: ModuleSource) -> None:
         cached = self.memo(source) if self.memo is not None else ()
@@ -320,22 +343,33 @@ class SummaryIndex:
                     f.qualname,
                     None if f.node is None else tuple(p.name for p in f.node.params),
                     summarise(f, m.display, self.api, m.imports),
-                    frozenset(f.wanted), frozenset(f.passes_params_to),
+                    frozenset(f.wanted), frozenset(f.passes_params_to), f.callable_by_name,
                 )
                 for f in facts
             )
         classes = tuple(module_classes(m.module, m.imports).items())
-        return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api))
+        imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
+        return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api), m.imports.module, imported)
 
-    def _settle(self, rounds: int) -> None:
+    def _settle(self, rounds: int, fresh_only: bool = False) -> None:
+        """Analyse the modules whose analysis is no longer valid (`fresh_only`: only those never
+        analysed) and install the summaries, until nothing changes (at most `rounds` rounds).
+
+        Modules are taken callees first (a module after those it imports), and each one's
+        summaries are installed as soon as it is analysed, so its callers in the same round
+        already see them: most chains of helpers settle in one round instead of one per link.
+        """
         for _ in range(rounds):
-            for display in list(self.modules):
-                if self.current(display) is None:
-                    history = self.history.setdefault(display, [])
-                    found_valid = next((a for a in history if self.recorder.valid(a.lookups)), None)
-                    if found_valid is not None:
-                        self.analyses[display] = found_valid
-                        continue
+            for display in self._order():
+                if fresh_only and display in self.analyses:
+                    continue
+                if self.current(display) is not None:
+                    continue
+                history = self.history.setdefault(display, [])
+                found_valid = next((a for a in history if self.recorder.valid(a.lookups)), None)
+                if found_valid is not None:
+                    self.analyses[display] = found_valid
+                else:
                     try:
                         self.analyses[display] = self.analyse(display)
                         history.append(self.analyses[display])
@@ -344,8 +378,11 @@ class SummaryIndex:
                         self.analyses.pop(display, None)
                         self.history.pop(display, None)
                         self.failed.add(display)
+                        continue
+                self._install_now(self.analyses[display].entries)
             found: dict[str, b.Behaviour] = {}
             definitions: dict[str, tuple[str, ...]] = {}
+            words: set[str] = set()
             for display in self.modules:
                 for entry in self.analyses[display].entries:
                     if entry.params is None:
@@ -353,11 +390,58 @@ class SummaryIndex:
                     definitions[entry.qualname] = entry.params
                     if not entry.summary.empty:
                         found[entry.qualname] = entry.summary
+                        if entry.by_name and binds_memory(entry.summary):
+                            words.add(_final(entry.qualname))
+            self.api.helper_words = words
             self._install(found, definitions)
             if found == self.summaries:
                 break
             self.summaries = found
         self._install_misuses()
+
+    def _order(self) -> list[str]:
+        """The indexed modules, each after the indexed modules it imports (cycles broken by
+        name), so that callees are analysed before their callers."""
+        by_name: dict[str, str] = {}
+        imported: dict[str, tuple[str, ...]] = {}
+        for display in sorted(self.modules):
+            module = self.modules[display]
+            known = self.analyses.get(display) or next(iter(self.history.get(display, ())), None)
+            if module is not None:
+                name = module.imports.module
+                deps = tuple(module.imports.aliases().values())
+                deps = tuple({*deps, *(d.rpartition(".")[0] for d in deps)})
+            elif known is not None:
+                name, deps = known.module, known.imports
+            else:
+                name, deps = display, ()
+            by_name[name] = display
+            imported[display] = deps
+        order: list[str] = []
+        placed: set[str] = set()
+
+        def place(display: str, path: tuple[str, ...]) -> None:
+            if display in placed or display in path:
+                return
+            for dep in sorted(imported[display]):
+                target = by_name.get(dep)
+                if target is not None and target != display:
+                    place(target, (*path, display))
+            placed.add(display)
+            order.append(display)
+
+        for display in sorted(self.modules):
+            place(display, ())
+        return order
+
+    def _install_now(self, entries: tuple[FunctionEntry, ...]) -> None:
+        """A module's summaries, installed at once for the modules analysed after it."""
+        new = {e.qualname: b.Entry(call=e.summary) for e in entries
+               if e.params is not None and not e.summary.empty and not self.api.is_pinned(e.qualname)}
+        changed = {name: entry for name, entry in new.items() if self.api.entries.get(name) != entry}
+        if changed:
+            self.api.entries.override(changed)
+            self.recorder.changed()
 
     def _install_misuses(self) -> None:
         """Which callers consume a hidden-group helper's memory on another group (CGL003's evidence)."""

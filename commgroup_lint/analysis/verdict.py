@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
-    FLAG, PathCondition, configuration, contradicts, display_condition, holding, kind,
+    FLAG, PathCondition, configuration, contradicts, display_condition, implies, kind,
 )
 from commgroup_lint.analysis.facts import Consumption, Guarded, is_symbolic
 from commgroup_lint.model import Confidence
@@ -50,14 +50,12 @@ def _possible(options: tuple[Guarded, ...], k: PathCondition) -> frozenset[str]:
 
 
 def _single_rank(groups: frozenset[str], k: PathCondition, api: Api) -> frozenset[str]:
-    held = holding(k)
-    return frozenset(g for g in groups if any(rel in held for rel in api.single_rank(g)))
+    return frozenset(g for g in groups if any(implies(k, rel) for rel in api.single_rank(g)))
 
 
 def _aliased(bound: frozenset[str], consumer: frozenset[str], k: PathCondition, api: Api) -> bool:
     """Whether, under K, some group of one side is the same object as one of the other."""
-    held = holding(k)
-    return any((rel := api.alias(x, y)) is not None and rel in held for x in bound for y in consumer)
+    return any((rel := api.alias(x, y)) is not None and implies(k, rel) for x in bound for y in consumer)
 
 
 def mismatches(consumption: Consumption, api: Api) -> list[Mismatch]:

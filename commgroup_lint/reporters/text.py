@@ -37,6 +37,9 @@ def summary_line(result: LintResult, fixed: int | None = None) -> str:
     checked = f"{files} file{'s' if files != 1 else ''} checked"
     if fixed is not None:
         return f"Fixed {fixed} finding{'s' if fixed != 1 else ''}, {n} remaining ({checked})."
+    if n == 0 and result.files_checked and not result.files_using_api:
+        profiles = ", ".join(result.profiles)
+        return f"No file uses a known group-bound allocation API; profiles: {profiles} ({checked})."
     if n == 0:
         return f"All clear: no findings ({checked})."
     return f"Found {n} finding{'s' if n != 1 else ''} ({checked})."

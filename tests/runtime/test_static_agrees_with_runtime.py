@@ -18,11 +18,10 @@ pytest.importorskip("libcst")  # the static half; the GPU machine has torch only
 from rt_launch import launch  # noqa: E402
 from rt_seeded import SMOKE_DIR, seeded  # noqa: E402
 
-from commgroup_lint.config import find_config, load_config  # noqa: E402
+from commgroup_lint.config import configured_profile, find_config, load_config  # noqa: E402
 from commgroup_lint.discovery import discover  # noqa: E402
 from commgroup_lint.engine import Linter  # noqa: E402
 from commgroup_lint.model import RuleSelection  # noqa: E402
-from commgroup_lint.profile import load_shipped  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +32,7 @@ STATIC_FOR_RUNTIME = {"CGL002": {"CGL001", "CGL002"}}  # runtime verdict -> stat
 @pytest.fixture(scope="module")
 def static_findings():
     config = load_config(find_config([SMOKE_DIR]))
-    profile = load_shipped("sglang").merged(config.extend_profile)
+    profile = configured_profile(config, ["sglang"])
     result = Linter(profile, RuleSelection(("CGL001", "CGL002"))).lint(discover([SMOKE_DIR]))
     return {(os.path.realpath(f.path), f.start.line, f.code) for f in result.findings}
 
