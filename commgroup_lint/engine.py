@@ -105,13 +105,18 @@ class Linter:
         ignored = tuple(c for pattern, codes in self.per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
         return lambda code: self.selection.enabled(code) and not any(code.startswith(i) for i in ignored)
 
-    def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None) -> LintResult:
-        """Check `files`; `progress` (if given) is called once per file as it is done."""
-        files = list(files)
+    def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None,
+             context: Iterable[Discovered] = ()) -> LintResult:
+        """Check `files`; `progress` (if given) is called once per file as it is done.
+
+        `context` holds the project's other files: indexed (their helpers summarised) as if
+        they were checked, so that a run over a few files finds in them what a run over the
+        whole project finds, but never checked or reported on themselves."""
+        files, context = list(files), list(context)
         counted = _Counted(progress)
         with _collector_paused():
             try:
-                return self._lint(files, counted, trust_stat=True)
+                return self._lint(files, context, counted, trust_stat=True)
             except _SourceChanged:
                 # A file left unread because its `stat` matched was read later in the run and
                 # its content was not what the cache says (a write racing the run): start again
@@ -121,45 +126,47 @@ class Linter:
                 self._index = None
                 counted.skip = counted.done  # the progress bar has seen these already
                 counted.done = 0
-                return self._lint(files, counted, trust_stat=False)
+                return self._lint(files, context, counted, trust_stat=False)
 
-    def _lint(self, files: list[Discovered], progress: Callable[[], None], trust_stat: bool) -> LintResult:
+    def _lint(self, files: list[Discovered], context: list[Discovered], progress: Callable[[], None],
+              trust_stat: bool) -> LintResult:
         result = LintResult()
         caching = self.cache is not None
         old = self.cache.load() if self.cache is not None else {}
         started = time.time_ns()
         records: list[tuple[str, FileRecord]] = []
         checked: list[_File] = []
-        for item in files:
-            result.files_checked += 1
+        for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
             display = item.display
+            unreadable = self._unreadable_reporter(result, display, progress) if reported else lambda reason: None
+            result.files_checked += reported
             record = old.get(display)
             if record is not None and record.path != str(item.path):
                 record = None
-            stat = file_stat(item.path) if caching else None
+            stat = file_stat(item.path) if caching and item.content is None else None
             if trust_stat and stat is not None and record is not None and record.stat == stat:
                 if record.error is None:  # unchanged: read only if asked for
-                    checked.append(_File(item.path, display, record.digest, stat, record))
+                    checked.append(_File(item.path, display, record.digest, stat, record, reported))
                     continue
-                self._report_unreadable(result, display, record.error, progress)
+                unreadable(record.error)
                 records.append((display, record))
                 continue
             try:
-                raw = read_bytes(item.path)
+                raw = item.content if item.content is not None else read_bytes(item.path)
             except SourceError as err:  # not recorded: the file system may answer otherwise next time
-                self._report_unreadable(result, display, str(err), progress)
+                unreadable(str(err))
                 continue
             digest = content_hash(raw) if caching else b""
             try:
                 text, encoding = decode(raw)
             except SourceError as err:  # the content decides: recorded like a finding
-                self._report_unreadable(result, display, str(err), progress)
+                unreadable(str(err))
                 if caching:
                     records.append((display, FileRecord(str(item.path), digest, stat=settled(stat, started), error=str(err))))
                 continue
             if record is not None and (record.digest != digest or record.error is not None):
                 record = None
-            file = _File(item.path, display, digest, stat, record)
+            file = _File(item.path, display, digest, stat, record, reported)
             file.hold(SourceFile(item.path, display, text, encoding, raw))
             checked.append(file)
         by_display = {f.display: f for f in checked}
@@ -175,6 +182,10 @@ class Linter:
         mentions(mentions.texts, words)  # all files at once, before asking file by file
         for file in checked:
             display = file.display
+            if not file.reported:  # context: what the index learnt is recorded, its old check kept
+                if caching:
+                    records.append((display, self._record(file, mentions, file.record and file.record.result, started)))
+                continue
             gated = not self.gate or bool(mentions([display], words))
             record = file.record
             cached = record.result if record is not None else None
@@ -203,10 +214,14 @@ class Linter:
         result.findings.sort(key=lambda f: f.sort_key)
         return result
 
-    def _report_unreadable(self, result: LintResult, display: str, reason: str, progress: Callable[[], None]) -> None:
-        enabled = self.enabled_for(display)
-        result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
-        progress()
+    def _unreadable_reporter(self, result: LintResult, display: str,
+                             progress: Callable[[], None]) -> Callable[[str], None]:
+        """Reports a file that cannot be read or decoded (CGL000), once, as done."""
+        def report(reason: str) -> None:
+            enabled = self.enabled_for(display)
+            result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
+            progress()
+        return report
 
     def _record(self, file: "_File", mentions: "Mentions", check: CheckResult | None, started: int) -> FileRecord:
         index = self._index
@@ -374,11 +389,13 @@ class _File:
     """A file to check: read already, or (its `stat` unchanged since the cache recorded its
     content hash) read when first asked for, and then held to that hash."""
 
-    __slots__ = ("path", "display", "digest", "stat", "record", "exact", "_source")
+    __slots__ = ("path", "display", "digest", "stat", "record", "reported", "exact", "_source")
 
-    def __init__(self, path: Path, display: str, digest: bytes, stat: Stat | None, record: FileRecord | None) -> None:
+    def __init__(self, path: Path, display: str, digest: bytes, stat: Stat | None, record: FileRecord | None,
+                 reported: bool = True) -> None:
         self.path, self.display, self.digest, self.stat = path, display, digest, stat
         self.record = record  # the cache's record of this content, if any
+        self.reported = reported  # False: a context file, indexed but not checked
         self.exact = False  # the text encodes back to the bytes exactly (they were dropped)
         self._source: SourceFile | None = None
 
