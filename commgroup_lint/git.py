@@ -43,10 +43,11 @@ class IgnoreRules:
         self._applying: dict[str, tuple[IgnoreFile, ...]] = {}
         self._roots: dict[str, str | None] = {}
 
-    def ignored(self, path: str, is_dir: bool) -> bool:
-        """Whether `path` (absolute, normalised) is ignored, judging by its own name only: the
-        caller does not walk into ignored directories (see `ignored_anywhere` for a named file)."""
-        directory, name = os.path.split(path)
+    def ignored(self, path: str, is_dir: bool, directory: str | None = None) -> bool:
+        """Whether `path` (absolute, normalised; in `directory` when the caller knows it) is
+        ignored, judging by its own name only: the caller does not walk into ignored
+        directories (see `ignored_anywhere` for a named file)."""
+        directory = os.path.dirname(path) if directory is None else directory.rstrip(os.sep) or os.sep
         for base, spec in self._files(directory):
             relative = path[len(base) + 1:] if base != "/" else path[1:]
             verdict = spec.check_file(relative + "/" if is_dir else relative).include
