@@ -14,26 +14,8 @@ from click.testing import CliRunner
 import commgroup_lint.autofix as autofix
 import commgroup_lint.cli as cli
 from commgroup_lint.model import Edit
+from lintkit import FIXABLE, FIXED
 
-FIXABLE = (
-    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
-    "\n"
-    "\n"
-    "def gather(hidden_states, forward_batch):\n"
-    "    gathered = get_global_dp_buffer()\n"
-    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
-    "    return gathered\n"
-)
-FIXED = (
-    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
-    "from sglang.srt.distributed import get_tp_group\n"
-    "\n"
-    "\n"
-    "def gather(hidden_states, forward_batch):\n"
-    "    gathered = get_global_dp_buffer(get_tp_group())\n"
-    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
-    "    return gathered\n"
-)
 UNFIXABLE = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef make():\n    return get_local_dp_buffer()\n"
 CLEAN = "x = 1\n"
 DISAGREE = (

@@ -14,26 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from commgroup_lint.cli import main
+from lintkit import FIXABLE, FIXED
 
-FIXABLE = (
-    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
-    "\n"
-    "\n"
-    "def gather(hidden_states, forward_batch):\n"
-    "    gathered = get_global_dp_buffer()\n"
-    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
-    "    return gathered\n"
-)
-FIXED = (
-    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
-    "from sglang.srt.distributed import get_tp_group\n"
-    "\n"
-    "\n"
-    "def gather(hidden_states, forward_batch):\n"
-    "    gathered = get_global_dp_buffer(get_tp_group())\n"
-    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
-    "    return gathered\n"
-)
 UNFIXABLE = "\n\ndef make():\n    return get_global_dp_buffer()\n"  # no consumer: no group to choose
 
 
@@ -80,7 +62,7 @@ def test_fix_prints_the_fixed_source_on_stdout_and_the_findings_on_stderr(in_tmp
 
 
 def test_fix_keeps_the_bytes_of_what_it_cannot_fix() -> None:
-    crlf = "x = 1\r\ny = 2\r\n".encode()
+    crlf = b"x = 1\r\ny = 2\r\n"
     assert check(crlf, "--fix", "--stdin-filename", "a.py").stdout_bytes == crlf
     undecodable = b"x = '\xff'\n"
     result = check(undecodable, "--fix", "--stdin-filename", "a.py")
