@@ -15,12 +15,11 @@ import click
 
 from commgroup_lint import __version__, terminal
 from commgroup_lint.config import Config, ConfigError, resolve_config
-from commgroup_lint.discovery import Discovered, PathNotFound, is_skipped
+from commgroup_lint.discovery import Discovered, PathNotFound
 from commgroup_lint.docs import fix_safety, render_rule_doc
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
-from commgroup_lint.git import IgnoreRules
 from commgroup_lint.noqa import suppress
 from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
 from commgroup_lint.parsing import FRONTENDS
@@ -125,7 +124,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
     stdin = _reads_stdin(paths, stdin_filename)
     if stdin and add_noqa:
         raise UserError("--add-noqa writes files: it cannot read the source from stdin")
-    where = ((stdin_filename,) if stdin_filename else ()) if stdin else tuple(paths)
+    where = (stdin_filename or "-",) if stdin else tuple(paths) or (".",)  # finds the configuration, the project
     config = _load_config(where, config_path)
     try:
         settings = Settings.resolve(
@@ -138,7 +137,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
     except ProfileError as err:
         raise UserError(f"--profile: {err}") from None
     piped = _read_stdin(stdin_filename) if stdin else None
-    files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, paths or (".",))
+    files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, where)
     if show_files:
         click.echo("".join(f"{f.display}\n" for f in files), nl=False)
         sys.exit(EXIT_CLEAN)
@@ -147,7 +146,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
         with progress_reporter(len(checked), quiet, terminal.console(color, stderr=True)) as advance:
-            return settings.lint(where or (".",), checked, advance)
+            return settings.lint(where, checked, advance)
 
     linter, result = lint()
     fixed = None
@@ -195,9 +194,8 @@ def _read_stdin(stdin_filename: str | None) -> Discovered:
 
 def _unless_excluded(settings: Settings, piped: Discovered) -> list[Discovered]:
     """`[piped]`, or none when `--force-exclude` excludes the name it was given."""
-    ignore = IgnoreRules() if settings.respect_gitignore else None
     named = piped.display != "-"
-    return [] if named and settings.force_exclude and is_skipped(piped.display, settings.exclude, ignore) else [piped]
+    return [] if named and settings.force_exclude and settings.skips(piped.display) else [piped]
 
 
 def _discover(settings: Settings, paths: Sequence[str]) -> list[Discovered]:
@@ -288,6 +286,14 @@ def list_rules(color: str = "auto") -> None:
     for rule in all_rules().rules:
         table.add_row(rule.code, rule.name, fix_safety(rule) or "", rule.summary)
     terminal.console(color).print(table)
+
+
+@main.command()
+def server() -> None:
+    """Run the language server (LSP) on stdin and stdout, for editors (see docs/usage.md)."""
+    from commgroup_lint.server import serve  # pygls only for the server
+
+    serve()
 
 
 @main.command()

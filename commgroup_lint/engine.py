@@ -209,6 +209,9 @@ class Linter:
             if caching:
                 records.append((display, self._record(file, mentions, check, started)))
             progress()
+        # The cache describes files on disk: a buffer (stdin, an editor) leaves the file's record as it was.
+        buffered = {f.display for f in files if f.content is not None}
+        records = [(d, old[d] if d in buffered else r) for d, r in records if d not in buffered or d in old]
         if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
             self.cache.save(records)
         result.findings.sort(key=lambda f: f.sort_key)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from commgroup_lint.cache import Cache, cache_directory, cache_key
 from commgroup_lint.config import Config
-from commgroup_lint.discovery import Discovered, discover
+from commgroup_lint.discovery import Discovered, discover, is_skipped
 from commgroup_lint.engine import Linter, LintResult
+from commgroup_lint.git import IgnoreRules
 from commgroup_lint.model import RuleSelection
 from commgroup_lint.options import resolve_selection
 from commgroup_lint.profile import Profile, load_shipped
@@ -56,6 +57,11 @@ class Settings:
     def discover(self, paths: Sequence[str]) -> list[Discovered]:
         """The files to check under `paths`; raises `PathNotFound`."""
         return discover(paths, self.exclude, self.force_exclude, self.respect_gitignore)
+
+    def skips(self, name: str) -> bool:
+        """Whether a file named directly is excluded, or ignored by git (what `--force-exclude`
+        applies to named files)."""
+        return is_skipped(name, self.exclude, IgnoreRules() if self.respect_gitignore else None)
 
     def context(self, paths: Sequence[str]) -> list[Discovered]:
         """The project's other files, which the index reads for the helpers those under `paths` use."""
