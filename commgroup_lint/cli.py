@@ -1,6 +1,7 @@
 """The `commgroup-lint` command.
 
-Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input or internal error.
+Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input, a file that could not
+be written (--add-noqa) or internal error.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from commgroup_lint.options import anchored_patterns, progress_reporter, statist
 from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
+from commgroup_lint.reporters.text import print_findings, summary
 from commgroup_lint.rule import all_rules
 from commgroup_lint.settings import Settings
 from commgroup_lint.terminal import COLOR_CHOICES
@@ -59,7 +61,8 @@ def main() -> None:
 
     \b
     Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
-    (a path that does not exist, a bad configuration) or internal error.
+    (a path that does not exist, a bad configuration), a file that could not
+    be written (--add-noqa) or internal error.
     Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
     """
 
@@ -145,7 +148,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
-        with progress_reporter(len(checked), quiet, terminal.console(color, stderr=True)) as advance:
+        with progress_reporter(len(checked), quiet, color=color) as advance:
             return settings.lint(where, checked, advance)
 
     linter, result = lint()
@@ -246,10 +249,10 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         document = statistics(result, output_format)
     elif output_format in MACHINE_FORMATS:
         document = MACHINE_FORMATS[output_format](result)
-    else:  # rich only when text is printed: importing it costs a tenth of a warm run
+    elif not result.findings:  # nothing to style: the summary alone, without importing rich
+        document = "" if quiet else "".join(f"{line}\n" for line in summary(result, fixed, unsafe_fixes))
+    else:  # rich only when findings are printed: importing it costs a twentieth of a warm run
         from rich.markup import escape
-
-        from commgroup_lint.reporters.text import print_findings, summary
 
         buffer = io.StringIO() if output_file is not None else None
         console = terminal.console("never" if buffer is not None else color, buffer, stderr)

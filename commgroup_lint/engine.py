@@ -15,6 +15,7 @@ Its earlier result stands, an undecodable file's CGL000 included.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import time
 from bisect import bisect_right
@@ -140,7 +141,7 @@ class Linter:
             display = item.display
             unreadable = self._unreadable_reporter(result, display, progress) if reported else lambda reason: None
             result.files_checked += reported
-            record = old.get(display)
+            record = old.get(_cache_key(display))
             if record is not None and record.path != str(item.path):
                 record = None
             stat = file_stat(item.path) if caching and item.content is None else None
@@ -190,7 +191,7 @@ class Linter:
             record = file.record
             cached = record.result if record is not None else None
             if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
-                findings, check = list(cached.findings), cached
+                findings, check = _named(cached.findings, display), cached
             else:
                 source = file.source
                 log: Lookups = {}
@@ -209,9 +210,11 @@ class Linter:
             if caching:
                 records.append((display, self._record(file, mentions, check, started)))
             progress()
-        # The cache describes files on disk: a buffer (stdin, an editor) leaves the file's record as it was.
-        buffered = {f.display for f in files if f.content is not None}
-        records = [(d, old[d] if d in buffered else r) for d, r in records if d not in buffered or d in old]
+        # A buffer (stdin, an editor) leaves the record of its file as it was, so that typing does
+        # not rewrite the cache; a file without one gets the buffer's (its `stat` unknown: read next time).
+        buffered = {_cache_key(f.display) for f in files if f.content is not None}
+        records = [(_cache_key(d), r) for d, r in records]
+        records = [(d, old[d] if d in buffered and d in old else r) for d, r in records]
         if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
             self.cache.save(records)
         result.findings.sort(key=lambda f: f.sort_key)
@@ -353,6 +356,17 @@ class Mentions:
                     at = joined.find(word, starts[k + 1]) if k + 1 < len(starts) else -1
             for d in chunk:
                 self.checked[d] |= words
+
+
+def _cache_key(display: str) -> str:
+    """A file's key in the cache: `./pkg/a.py` (from `check .`) and `pkg/a.py` (pre-commit, an
+    editor, a project's context) are one file, and share its record."""
+    return os.path.normpath(display)
+
+
+def _named(findings: Iterable[Finding], display: str) -> list[Finding]:
+    """Cached findings, named as this run names their file."""
+    return [f if f.path == display else replace(f, path=display) for f in findings]
 
 
 @lru_cache(maxsize=1024)

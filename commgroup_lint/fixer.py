@@ -95,7 +95,7 @@ def write(report: FixReport) -> None:
         path = fixed.source.path
         try:
             if path.read_bytes() != fixed.source.raw:
-                report.failures.append((fixed.source.display, "changed on disk while being fixed; not written"))
+                report.failures.append((fixed.source.display, "changed on disk since it was read; not written"))
                 continue
             write_atomically(path, fixed.source.encode(fixed.text))
             written.append(fixed)

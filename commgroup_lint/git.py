@@ -12,8 +12,6 @@ in git).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,6 +112,9 @@ def _read(path: str) -> pathspec.GitIgnoreSpec | None:
 def _global_excludes(root: str) -> pathspec.GitIgnoreSpec | None:
     """The user's global excludes: `core.excludesFile` as git resolves it for this work tree
     (one `git config` call per run), else git's default, `$XDG_CONFIG_HOME/git/ignore`."""
+    import shutil  # here: subprocess costs a fiftieth of a one-file run to import
+    import subprocess
+
     configured = None
     if shutil.which("git") is not None:
         try:

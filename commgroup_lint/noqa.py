@@ -90,7 +90,7 @@ def suppress(result: LintResult) -> tuple[FixReport, list[Finding]]:
             report.failures.append((path, str(err)))
             continue
         if source.text != result.sources.get(path):
-            report.failures.append((path, "changed on disk while being checked; not written"))
+            report.failures.append((path, "changed on disk since it was read; not written"))
             continue
         added = add_suppressions(source.text, findings)
         unplaced += added.unplaced

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from commgroup_lint import cli
 from commgroup_lint.cli import main
 from commgroup_lint.model import Finding, Position
 from commgroup_lint.noqa import add_suppressions
@@ -96,6 +97,25 @@ def test_unreadable_files_and_suppression_findings_get_none() -> None:
     text = "x = 1  # commgroup-lint: ignore\n"
     added = add_suppressions(text, [finding("CGL000", 1), finding("CGL100", 1), finding("CGL101", 1)])
     assert (added.text, added.comments, added.unplaced) == (text, 0, [])
+
+
+def test_a_file_changed_meanwhile_is_not_written_and_exits_2(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (project / "bad.py").write_text(BAD)
+    real = cli.suppress
+
+    def suppress_then_edit(result):  # noqa: ANN001, ANN202
+        report = real(result)
+        (project / "bad.py").write_text(BAD + "# edited meanwhile\n")  # someone saves the file
+        return report
+
+    monkeypatch.setattr(cli, "suppress", suppress_then_edit)
+    result = check("--add-noqa", "bad.py")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: could not add suppressions to bad.py: changed on disk since it was read; not written\n"
+        "Added 0 suppression comments to 0 files.\n"
+    )
+    assert (project / "bad.py").read_text() == BAD + "# edited meanwhile\n"
 
 
 def test_add_noqa_with_fix_is_a_usage_error(project: Path) -> None:

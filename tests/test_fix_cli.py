@@ -181,7 +181,7 @@ def test_a_file_changed_on_disk_is_not_overwritten(tmp_path: Path, monkeypatch: 
     result = check(tmp_path, monkeypatch, {"a.py": FIXABLE}, "--fix")
     assert result.exit_code == 1
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == edited
-    assert "error: could not fix a.py: changed on disk while being fixed; not written" in result.stderr
+    assert "error: could not fix a.py: changed on disk since it was read; not written" in result.stderr
     assert result.stdout.strip().splitlines()[-2:] == [
         "Fixed 0 findings, 1 remaining (1 file checked).", "[*] 1 fixable with `--fix`.",
     ]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from commgroup_lint import cache as cache_module
 from commgroup_lint.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -122,6 +123,18 @@ def test_a_changed_helper_is_seen_through_the_cache(project: Path) -> None:
                     .replace("sglang.srt.layers.dp_attention", "sglang.srt.distributed"), encoding="utf-8")
     os.utime(comm, ns=(1, 1))  # an old timestamp: no "racily clean" re-read to hide a stale cache
     assert found("src/pkg/user.py") == []
+
+
+def test_a_one_file_run_reuses_what_a_whole_project_run_cached(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check .` names files `./src/...`, pre-commit and editors `src/...`: one record each."""
+    monkeypatch.setattr(cache_module, "RACY_NS", 0)  # the files were just written: trust their stat
+    (project / ".git").mkdir()
+    assert found(".") == [("./" + FINDING[0], *FINDING[1:])]
+    cache_file, = (project / ".commgroup_lint_cache").glob("*.pickle")
+    before = cache_file.read_bytes()
+    assert found("src/pkg/user.py") == [FINDING]
+    assert found(".") == [("./" + FINDING[0], *FINDING[1:])]
+    assert cache_file.read_bytes() == before  # nothing was analysed again, nothing re-recorded
 
 
 def test_this_repositorys_fixtures_are_not_part_of_its_project() -> None:

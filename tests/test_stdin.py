@@ -117,3 +117,18 @@ def test_as_a_subprocess_with_a_real_pipe(in_tmp: Path) -> None:
                           capture_output=True, timeout=120)
     assert (proc.returncode, proc.stdout.decode()) == (0, FIXED)
     assert proc.stderr.decode() == "Fixed 1 finding, 0 remaining (1 file checked).\n"
+
+
+def test_a_buffer_leaves_the_files_cache_record_as_it_was(in_tmp: Path) -> None:
+    """An editor sends a new text at every keystroke: none of them is the file on disk."""
+    (in_tmp / ".git").mkdir()
+    (in_tmp / "model.py").write_text(FIXABLE)
+    (in_tmp / "helper.py").write_text("x = 1\n")
+    assert CliRunner().invoke(main, ["check", "."]).exit_code == 1
+    cache = sorted((in_tmp / ".commgroup_lint_cache").iterdir())
+    before = [p.read_bytes() for p in cache]
+    for edit in range(2):
+        result = CliRunner().invoke(main, ["check", "--stdin-filename", "model.py"], input=FIXABLE + f"# {edit}\n")
+        assert result.exit_code == 1
+    assert sorted((in_tmp / ".commgroup_lint_cache").iterdir()) == cache
+    assert [p.read_bytes() for p in cache] == before

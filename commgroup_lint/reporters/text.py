@@ -4,12 +4,14 @@ options can do about the findings (as ruff's does)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from commgroup_lint.engine import LintResult
 from commgroup_lint.fixer import applicable
 from commgroup_lint.model import Applicability, Finding
+
+if TYPE_CHECKING:
+    from rich.console import Console  # rich is imported only to print findings (see `print_findings`)
 
 GUTTER = 7  # the width of a code frame's `  12 | `
 
@@ -33,6 +35,8 @@ def help_line(f: Finding) -> str | None:
 
 
 def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = False) -> None:
+    from rich.markup import escape
+
     for f in result.findings:
         mark = "[*] " if applicable(f.fix, unsafe_fixes) else ""
         console.print(
