@@ -1,9 +1,9 @@
 """Checking an editor's buffer: the text the editor holds, as the file it is said to be.
 
 The buffer is checked as `check --stdin-filename PATH --force-exclude` would check it: the
-configuration that applies to PATH, its project as context (item 2 of docs/usage.md's "What
-a run over a few files sees"), the same cache; a file the configuration excludes, or git
-ignores, gets no findings.
+configuration that applies to PATH, its project as context (docs/usage.md, "What a check of a
+few files sees"), the same cache; a file the configuration excludes, or git ignores, gets no
+findings.
 """
 
 from __future__ import annotations
