@@ -9,7 +9,6 @@ findings.
 from __future__ import annotations
 
 import io
-import os
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from commgroup_lint.config import resolve_config
 from commgroup_lint.discovery import Discovered
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.fixer import fix_result
+from commgroup_lint.project import display_name
 from commgroup_lint.settings import Settings
 
 
@@ -34,7 +34,7 @@ def check_buffer(path: str, text: str) -> Checked:
     settings = Settings.resolve(resolve_config([path]), [path])
     if settings.skips(path):
         return Checked(text, None, LintResult())
-    display = _display(path)
+    display = display_name(path)
     buffer = Discovered(Path(display), display, True, _encode(text))
     linter, result = settings.lint([display], [buffer])
     return Checked(text, linter, result)
@@ -46,13 +46,6 @@ def fixed_text(checked: Checked, unsafe: bool = False) -> str | None:
         return None
     report = fix_result(checked.linter, checked.result, checked.result.fixable, unsafe)
     return report.files[0].text if report.files else None
-
-
-def _display(path: str) -> str:
-    """Relative to the working directory, as `check` run there names the file (and its cache
-    record), else absolute."""
-    relative = os.path.relpath(path)
-    return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def _encode(text: str) -> bytes:

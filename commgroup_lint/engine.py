@@ -139,7 +139,6 @@ class Linter:
         checked: list[_File] = []
         for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
             display = item.display
-            unreadable = self._unreadable_reporter(result, display, progress) if reported else lambda reason: None
             result.files_checked += reported
             record = old.get(_cache_key(display))
             if record is not None and record.path != str(item.path):
@@ -149,19 +148,22 @@ class Linter:
                 if record.error is None:  # unchanged: read only if asked for
                     checked.append(_File(item.path, display, record.digest, stat, record, reported))
                     continue
-                unreadable(record.error)
+                if reported:
+                    self._report_unreadable(result, display, record.error, progress)
                 records.append((display, record))
                 continue
             try:
                 raw = item.content if item.content is not None else read_bytes(item.path)
             except SourceError as err:  # not recorded: the file system may answer otherwise next time
-                unreadable(str(err))
+                if reported:
+                    self._report_unreadable(result, display, str(err), progress)
                 continue
             digest = content_hash(raw) if caching else b""
             try:
                 text, encoding = decode(raw)
             except SourceError as err:  # the content decides: recorded like a finding
-                unreadable(str(err))
+                if reported:
+                    self._report_unreadable(result, display, str(err), progress)
                 if caching:
                     records.append((display, FileRecord(str(item.path), digest, stat=settled(stat, started), error=str(err))))
                 continue
@@ -220,14 +222,10 @@ class Linter:
         result.findings.sort(key=lambda f: f.sort_key)
         return result
 
-    def _unreadable_reporter(self, result: LintResult, display: str,
-                             progress: Callable[[], None]) -> Callable[[str], None]:
-        """Reports a file that cannot be read or decoded (CGL000), once, as done."""
-        def report(reason: str) -> None:
-            enabled = self.enabled_for(display)
-            result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
-            progress()
-        return report
+    def _report_unreadable(self, result: LintResult, display: str, reason: str, progress: Callable[[], None]) -> None:
+        enabled = self.enabled_for(display)
+        result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
+        progress()
 
     def _record(self, file: "_File", mentions: "Mentions", check: CheckResult | None, started: int) -> FileRecord:
         index = self._index

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from commgroup_lint.config import Config
@@ -47,13 +46,15 @@ def context_files(roots: Sequence[str], given: Sequence[str], exclude: Sequence[
     for root in roots:
         if any(_within(root, s) for s in skip):
             continue
-        display = os.path.relpath(root)
-        if display == os.curdir:  # named as pre-commit names the files it passes
-            found += [replace(d, display=d.display[2:]) for d in discover([display], exclude, False, respect_gitignore, skip)]
-        else:
-            outside = display == os.pardir or display.startswith(os.pardir + os.sep)
-            found += discover([root if outside else display], exclude, False, respect_gitignore, skip)
+        found += discover([display_name(root)], exclude, False, respect_gitignore, skip)
     return found
+
+
+def display_name(path: str) -> str:
+    """How `check` run in the working directory names `path` (absolute): relative to it, or
+    absolute when outside it."""
+    relative = os.path.relpath(path)
+    return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def _within(path: str, directory: str) -> bool:
