@@ -1,6 +1,6 @@
 """commgroup-lint against ruff on one tree: cold, warm and one-file-changed, side by side.
 
-    python benchmarks/bench.py /work/sglang_src/0.5.23/sglang
+    python benchmarks/bench.py TREE                     # e.g. the `sglang` folder of a release
     python benchmarks/bench.py --sglang 0.5.23          # pip-downloads the wheel, unzips it
     python benchmarks/bench.py TREE --linearity SMALL_TREE
 

@@ -136,10 +136,10 @@ def cache_key(*settings: Any) -> str:
     return h.hexdigest()[:24]
 
 
-def cache_directory(config_path: Path | None) -> Path:
-    """Next to the configuration file, else in the current directory (as ruff's)."""
-    base = Path(os.path.abspath(config_path)).parent if config_path is not None else Path.cwd()
-    return base / DIRECTORY
+def cache_directory(project_root: Path | None) -> Path:
+    """At the project root (next to the configuration file, else at the top of the git work
+    tree), else in the current directory (as ruff's)."""
+    return (project_root or Path.cwd()) / DIRECTORY
 
 
 class _Unpickler(pickle.Unpickler):

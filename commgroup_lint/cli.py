@@ -1,6 +1,7 @@
 """The `commgroup-lint` command.
 
-Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input or internal error.
+Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input, a file that could not
+be written (--add-noqa) or internal error.
 """
 
 from __future__ import annotations
@@ -8,26 +9,29 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
-from commgroup_lint import __version__
-from commgroup_lint.cache import Cache, cache_directory, cache_key
-from commgroup_lint.config import Config, ConfigError, configured_profile, find_config, load_config
-from commgroup_lint.discovery import PathNotFound, discover
-from commgroup_lint.docs import render_rule_doc
+from commgroup_lint import __version__, terminal
+from commgroup_lint.config import Config, ConfigError, resolve_config
+from commgroup_lint.discovery import Discovered, PathNotFound
+from commgroup_lint.docs import fix_safety, render_rule_doc
+from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
-from commgroup_lint.engine import Linter, LintResult
+from commgroup_lint.noqa import suppress
+from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
 from commgroup_lint.parsing import FRONTENDS
-from commgroup_lint.options import (
-    anchored_patterns, progress_reporter, resolve_selection, statistics,
-)
 from commgroup_lint.model import Confidence, RuleSelection
-from commgroup_lint.profile import Profile, ProfileError, shipped_profiles
+from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
+from commgroup_lint.reporters.text import print_findings, summary
 from commgroup_lint.rule import all_rules
+from commgroup_lint.settings import Settings
+from commgroup_lint.terminal import COLOR_CHOICES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -59,7 +63,8 @@ def main() -> None:
 
     \b
     Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
-    (a path that does not exist, a bad configuration) or internal error.
+    (a path that does not exist, a bad configuration), a file that could not
+    be written (--add-noqa) or internal error.
     Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
     """
 
@@ -72,10 +77,15 @@ def main() -> None:
                                "(default: all).")
 @click.option("--extend-select", help="Comma-separated codes or prefixes to report in addition to the selection.")
 @click.option("--ignore", help="Comma-separated codes or prefixes not to report (added to the configured ones).")
-@click.option("--exclude", help="Comma-separated path patterns to skip, replacing the configured `exclude`.")
+@click.option("--exclude", help="Comma-separated path patterns to skip, replacing the configured `exclude` "
+                                "(and the default one: build, dist, .venv, ...).")
 @click.option("--extend-exclude", help="Comma-separated path patterns to skip in addition to the configured ones.")
 @click.option("--force-exclude/--no-force-exclude", default=None,
-              help="Apply excludes to files named on the command line too (as pre-commit passes them).")
+              help="Apply excludes and git's ignore rules to files named on the command line too "
+                   "(as pre-commit passes them).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip what git ignores (.gitignore, .git/info/exclude, the global excludes file); "
+                   "default: on, or the configured `respect-gitignore`.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
 @click.option("--profile", "profile_name", default=None,
@@ -89,6 +99,14 @@ def main() -> None:
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what --fix would change; write nothing.")
+@click.option("--add-noqa", is_flag=True,
+              help="Add a suppression comment (`# commgroup-lint: ignore[CODE]`) for every finding, then exit.")
+@click.option("--stdin-filename", metavar="PATH",
+              help="Read the source from stdin (path `-`, or no path) and report it as PATH; with --fix, print "
+                   "the fixed source on stdout and the findings on stderr.")
+@click.option("--show-files", is_flag=True, help="List the files that would be checked, then exit.")
+@click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+              help="Style text output: on a terminal unless NO_COLOR is set (auto), always, or never.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache (.commgroup_lint_cache/).")
 @click.option("--frontend", type=click.Choice(FRONTENDS), default="ast", show_default=True,
               help="The parser the analysis reads: CPython's (fast) or libcst (the reference; same findings).")
@@ -96,40 +114,60 @@ def main() -> None:
               help="Report findings at least this sure (default: the configured one, else medium; see the rule pages).")
 def check(paths: Sequence[str], output_format: str, select: str | None, extend_select: str | None,
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
-          config_path: str | None, profile_name: str | None, output_file: str | None, statistics: bool,
-          exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool, diff: bool, no_cache: bool = False,
-          frontend: str = "ast", min_confidence: str | None = None) -> None:
-    """Check PATHS (files or directories; default: the current directory)."""
+          respect_gitignore: bool | None, config_path: str | None, profile_name: str | None,
+          output_file: str | None, statistics: bool, exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool,
+          diff: bool, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
+          color: str = "auto", no_cache: bool = False, frontend: str = "ast", min_confidence: str | None = None,
+          ) -> None:
+    """Check PATHS (files or directories; default: the current directory; `-`: stdin).
+
+    The rest of the project (see docs/usage.md) is read for the helpers the checked files
+    use, so checking one file finds what checking the whole project finds in it.
+    """
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
-    config = _load_config(paths, config_path)
-    selection = resolve_selection(
-        config, parse_codes(select, "--select"), parse_codes(extend_select, "--extend-select"),
-        parse_codes(ignore, "--ignore"),
-    )
-    profile = _load_profile(config, profile_name)
-    excludes = (anchored_patterns(exclude) if exclude is not None else config.exclude) + config.extend_exclude
-    excludes += anchored_patterns(extend_exclude)
-    force = config.force_exclude if force_exclude is None else force_exclude
-    try:
-        files = discover(paths or (".",), excludes, force)
-    except PathNotFound as err:
-        raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
-    if not files and not quiet:
-        click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
     if fix and diff:
         raise UserError("--fix and --diff cannot be combined: --diff shows what --fix would write")
-    def lint() -> tuple[Linter, LintResult]:
-        confidence = Confidence(min_confidence) if min_confidence else config.min_confidence or Confidence.MEDIUM
-        linter = Linter(profile, selection, per_file_ignores=config.per_file_ignores, frontend=frontend,
-                        min_confidence=confidence)
-        if not no_cache:
-            linter.cache = Cache(cache_directory(config.path), cache_key(*linter.cache_settings()))
-        with progress_reporter(len(files), quiet) as advance:
-            return linter, linter.lint(files, progress=advance)
+    if add_noqa and (fix or diff):
+        raise UserError("--add-noqa cannot be combined with --fix or --diff: suppress the findings, or fix them")
+    stdin = _reads_stdin(paths, stdin_filename)
+    if stdin and add_noqa:
+        raise UserError("--add-noqa writes files: it cannot read the source from stdin")
+    where = (stdin_filename or "-",) if stdin else tuple(paths) or (".",)  # finds the configuration, the project
+    settings = _settings(
+        _load_config(where, config_path), where, select=parse_codes(select, "--select"),
+        extend_select=parse_codes(extend_select, "--extend-select"), ignore=parse_codes(ignore, "--ignore"),
+        exclude=anchored_patterns(exclude) if exclude is not None else None,
+        extend_exclude=anchored_patterns(extend_exclude), force_exclude=force_exclude,
+        respect_gitignore=respect_gitignore, profile=profile_name, frontend=frontend, cache=not no_cache,
+        min_confidence=Confidence(min_confidence) if min_confidence else None,
+    )
+    piped = _read_stdin(stdin_filename) if stdin else None
+    files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, where)
+    if show_files:
+        click.echo("".join(f"{f.display}\n" for f in files), nl=False)
+        sys.exit(EXIT_CLEAN)
+    if not files and not quiet and not stdin:
+        click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
+
+    def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
+        with progress_reporter(len(checked), quiet, color=color) as advance:
+            return settings.lint(where, checked, advance)
 
     linter, result = lint()
     fixed = None
+    if add_noqa:
+        sys.exit(_add_noqa(result, quiet))
+    if piped is not None and fix:  # the fixed source on stdout, the report on stderr (as ruff)
+        report = fix_result(linter, result, result.fixable, unsafe_fixes)
+        source = report.files[0].source.encode(report.files[0].text) if report.files else piped.content
+        sys.stdout.buffer.write(source or b"")
+        sys.stdout.flush()
+        if report.files:
+            linter, result = lint([replace(piped, content=source)])
+        _report(result, output_format, quiet, output_file, statistics, report.fixed, unsafe_fixes, color,
+                stderr=True)
+        sys.exit(_exit_code(result, exit_zero))
     if fix or diff:
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         if diff:
@@ -141,8 +179,59 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         fixed = report.fixed
         if report.files:
             linter, result = lint()
-    _report(result, output_format, quiet, output_file, statistics, fixed)
-    sys.exit(EXIT_CLEAN if exit_zero and not result.internal_errors else _exit_code(result))
+    _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color)
+    sys.exit(_exit_code(result, exit_zero))
+
+
+def _reads_stdin(paths: Sequence[str], stdin_filename: str | None) -> bool:
+    """`-` as the only path, or `--stdin-filename` with no path, reads the source from stdin."""
+    if "-" in paths and len(paths) > 1:
+        raise UserError("`-` (read stdin) cannot be combined with other paths")
+    if stdin_filename is not None and paths and tuple(paths) != ("-",):
+        raise UserError("--stdin-filename names the source read from stdin: give `-` as the only path, or no path")
+    return tuple(paths) == ("-",) or stdin_filename is not None
+
+
+def _read_stdin(stdin_filename: str | None) -> Discovered:
+    """The source on stdin, as the file it is said to be (`-` when unnamed)."""
+    display = stdin_filename or "-"
+    return Discovered(Path(display), display, True, sys.stdin.buffer.read())
+
+
+def _unless_excluded(settings: Settings, piped: Discovered) -> list[Discovered]:
+    """`[piped]`, or none when `--force-exclude` excludes the name it was given."""
+    named = piped.display != "-"
+    return [] if named and settings.force_exclude and settings.skips(piped.display) else [piped]
+
+
+def _settings(config: Config, where: Sequence[str], **overrides: Any) -> Settings:
+    try:
+        return Settings.resolve(config, where, **overrides)
+    except ProfileError as err:
+        raise UserError(f"--profile: {err}") from None
+
+
+def _discover(settings: Settings, paths: Sequence[str]) -> list[Discovered]:
+    try:
+        return settings.discover(paths)
+    except PathNotFound as err:
+        raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
+
+
+def _add_noqa(result: LintResult, quiet: bool) -> int:
+    """Write the suppressions for `result`; exit 0, or 2 when a file could not be written."""
+    report, unplaced = suppress(result)
+    write(report)
+    for path, reason in report.failures:
+        click.echo(f"error: could not add suppressions to {path}: {reason}", err=True)
+    for f in unplaced:
+        click.echo(f"warning: {f.path}:{f.start.line}: no line can take a comment for {f.code} "
+                   "(its statement starts and ends inside a string); suppress it by hand", err=True)
+    if not quiet:
+        files = len(report.files)
+        click.echo(f"Added {report.fixed} suppression comment{'s' if report.fixed != 1 else ''} "
+                   f"to {files} file{'s' if files != 1 else ''}.", err=True)
+    return EXIT_ERROR if report.failures or result.internal_errors else EXIT_CLEAN
 
 
 def _print_diff(report: FixReport, quiet: bool) -> None:
@@ -157,77 +246,67 @@ def _print_diff(report: FixReport, quiet: bool) -> None:
 
 def _load_config(paths: Sequence[str], config_path: str | None) -> Config:
     try:
-        if config_path is not None:
-            path = Path(config_path)
-            if not path.is_file():
-                raise UserError(f"--config: file '{config_path}' does not exist")
-            return load_config(path)
-        found = find_config(paths)
-        return load_config(found) if found else Config()
+        return resolve_config(paths, config_path)
     except ConfigError as err:
         raise UserError(str(err)) from None
 
 
-def _load_profile(config: Config, profile_name: str | None) -> Profile:
-    names = [n.strip() for n in profile_name.split(",") if n.strip()] if profile_name else None
-    try:
-        return configured_profile(config, names)
-    except ProfileError as err:
-        raise UserError(f"--profile: {err}") from None
-
-
 def _report(result: LintResult, output_format: str, quiet: bool, output_file: str | None = None,
-            show_statistics: bool = False, fixed: int | None = None) -> None:
+            show_statistics: bool = False, fixed: int | None = None, unsafe_fixes: bool = False,
+            color: str = "auto", stderr: bool = False) -> None:
+    """Print the report (on stderr when stdout carries the fixed source), or write it to `output_file`."""
     if show_statistics:
         document = statistics(result, output_format)
     elif output_format in MACHINE_FORMATS:
         document = MACHINE_FORMATS[output_format](result)
-    else:
-        document = None
-    if document is None:  # rich only when text is printed: importing it costs a tenth of a warm run
-        from rich.console import Console
+    elif not result.findings:  # nothing to style: the summary alone, without importing rich
+        document = "" if quiet else "".join(f"{line}\n" for line in summary(result, fixed, unsafe_fixes))
+    else:  # rich only when findings are printed: importing it costs a twentieth of a warm run
+        from rich.markup import escape
 
-        from commgroup_lint.reporters.text import print_findings, summary_line
-    if document is None and output_file is None:
-        console = Console(highlight=False)
-        print_findings(console, result)
+        buffer = io.StringIO() if output_file is not None else None
+        console = terminal.console("never" if buffer is not None else color, buffer, stderr)
+        print_findings(console, result, unsafe_fixes)
         if not quiet:
-            console.print(summary_line(result, fixed), highlight=False)
-    else:
-        if document is None:
-            buffer = io.StringIO()
-            console = Console(file=buffer, highlight=False, color_system=None, width=10_000)
-            print_findings(console, result)
-            if not quiet:
-                console.print(summary_line(result, fixed), highlight=False)
-            document = buffer.getvalue()
-        if output_file is None:
-            sys.stdout.write(document)
-        else:
-            try:
-                write_atomically(Path(output_file), document.encode("utf-8"))
-            except OSError as err:
-                raise UserError(f"--output-file: cannot write '{output_file}': {err.strerror or err}") from None
+            for line in summary(result, fixed, unsafe_fixes):
+                console.print(escape(line), soft_wrap=True)
+        document = buffer.getvalue() if buffer is not None else None
+    if document is not None and output_file is None:
+        (sys.stderr if stderr else sys.stdout).write(document)
+    elif document is not None:
+        try:
+            write_atomically(Path(output_file), document.encode("utf-8"))
+        except OSError as err:
+            raise UserError(f"--output-file: cannot write '{output_file}': {err.strerror or err}") from None
     for e in result.internal_errors:
         click.echo(f"internal error: rule {e.rule} failed on {e.path}: {e.error} (please report this)", err=True)
 
 
-def _exit_code(result: LintResult) -> int:
+def _exit_code(result: LintResult, exit_zero: bool = False) -> int:
     if result.internal_errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if result.findings else EXIT_CLEAN
+    return EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN
 
 
 @main.command("rules")
-def list_rules() -> None:
-    """List every rule with its code, name and summary."""
-    from rich.console import Console
+@click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+              help="Style the table: on a terminal unless NO_COLOR is set (auto), always, or never.")
+def list_rules(color: str = "auto") -> None:
+    """List every rule with its code, name, fix safety and summary."""
     from rich.table import Table
 
     table = Table("Code", "Name", "Fix", "Summary", box=None)
     for rule in all_rules().rules:
-        table.add_row(rule.code, rule.name, "yes" if rule.fixable else "", rule.summary)
-    Console().print(table)
+        table.add_row(rule.code, rule.name, fix_safety(rule) or "", rule.summary)
+    terminal.console(color).print(table)
+
+
+@main.command()
+def server() -> None:
+    """Run the language server (LSP) on stdin and stdout, for editors (see docs/usage.md)."""
+    from commgroup_lint.server import serve  # pygls only for the server
+
+    serve()
 
 
 @main.command()
@@ -257,18 +336,15 @@ def sites(paths: Sequence[str], output_format: str, config_path: str | None, pro
     """
     from commgroup_lint.inventory import Inventory, render_json, render_text
 
-    config = _load_config(paths, config_path)
-    profile = _load_profile(config, profile_name)
-    try:
-        files = discover(paths or (".",), config.exclude + config.extend_exclude, config.force_exclude)
-    except PathNotFound as err:
-        raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
+    where = tuple(paths) or (".",)
+    settings = _settings(_load_config(where, config_path), where, profile=profile_name, cache=False)
+    files = _discover(settings, where)
     inventory = Inventory()
-    linter = Linter(profile, RuleSelection(("CGL000",)), per_file_ignores=config.per_file_ignores,
+    linter = Linter(settings.profile, RuleSelection(("CGL000",)), per_file_ignores=settings.config.per_file_ignores,
                     observer=inventory.observe)
-    result = linter.lint(files)
+    result = linter.lint(files, context=settings.context(where))
     found = inventory.sites()
     sys.stdout.write(render_json(found) if output_format == "json" else render_text(found))
     if not result.files_using_api:
-        click.echo(f"note: no file uses a known group-bound allocation API; profiles: {', '.join(profile.names)}",
-                   err=True)
+        click.echo("note: no file uses a known group-bound allocation API; "
+                   f"profiles: {', '.join(settings.profile.names)}", err=True)

@@ -16,9 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from commgroup_lint import toml
+from commgroup_lint.discovery import DEFAULT_EXCLUDE
 from commgroup_lint.model import Confidence
 from commgroup_lint.profile import Profile, ProfileError, load_profiles, parse_profile, shipped_profiles
 from commgroup_lint.rule import all_rules
+
+DEFAULT_SRC = (".", "src")
+"""The import roots when the configuration sets none (ruff's default `src`)."""
 
 STANDALONE = "commgroup-lint.toml"
 PYPROJECT = "pyproject.toml"
@@ -34,7 +38,8 @@ class Config:
     """The settings of one configuration file (all defaults when `path` is None).
 
     Patterns are anchored: a pattern with a `/` is made absolute against the file's directory,
-    a bare name (`build`, `*_pb2.py`) matches a file or directory name anywhere.
+    a bare name (`build`, `*_pb2.py`) matches a file or directory name anywhere. `src` lists
+    the import roots as written, relative to the project root (see `project`).
     """
 
     path: Path | None = None
@@ -42,13 +47,15 @@ class Config:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
     profiles: tuple[str, ...] | None = None  # shipped profiles (`profiles`, or the older `profile`); None: all
     profile_files: tuple[Profile, ...] = ()  # profiles of the user's own engines (`profile-files`)
     force_exclude: bool = False
     extend_profile: Profile | None = None
     min_confidence: Confidence | None = None
+    respect_gitignore: bool = True
+    src: tuple[str, ...] = DEFAULT_SRC
 
     @property
     def profile(self) -> str | None:
@@ -59,6 +66,7 @@ class Config:
 _KEYS = (
     "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
     "profile", "profiles", "profile-files", "force-exclude", "extend-profile", "min-confidence",
+    "respect-gitignore", "src",
 )
 
 
@@ -74,6 +82,17 @@ def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
         if pyproject.is_file() and SECTION in _read_toml(pyproject).get("tool", {}):
             return pyproject
     return None
+
+
+def resolve_config(paths: Sequence[str], explicit: str | None = None) -> Config:
+    """The configuration a run uses: the file `--config` names, else the one found for `paths`,
+    else the defaults. Raises `ConfigError`."""
+    if explicit is not None:
+        if not Path(explicit).is_file():
+            raise ConfigError(f"--config: file '{explicit}' does not exist")
+        return load_config(Path(explicit))
+    found = find_config(paths)
+    return load_config(found) if found else Config()
 
 
 def load_config(path: Path) -> Config:
@@ -126,9 +145,6 @@ class _Parser:
             if key not in _KEYS:
                 hint = f"; did you mean '{key.replace('_', '-')}'?" if key.replace("_", "-") in _KEYS else ""
                 raise self.fail(key, f"unknown key (expected one of: {', '.join(_KEYS)}){hint}")
-        force_exclude = data.get("force-exclude", False)
-        if not isinstance(force_exclude, bool):
-            raise self.fail("force-exclude", "must be true or false")
         confidence = data.get("min-confidence")
         if confidence is not None and confidence not in {c.value for c in Confidence}:
             raise self.fail("min-confidence", "must be one of: high, medium, low")
@@ -139,13 +155,21 @@ class _Parser:
             extend_select=self.codes(data, "extend-select"),
             ignore=self.codes(data, "ignore"),
             per_file_ignores=self.per_file_ignores(data),
-            exclude=tuple(anchor(p, self.root) for p in self.strings(data, "exclude")),
+            exclude=tuple(anchor(p, self.root) for p in self.strings(data, "exclude")) if "exclude" in data else DEFAULT_EXCLUDE,
             extend_exclude=tuple(anchor(p, self.root) for p in self.strings(data, "extend-exclude")),
             profiles=self.profiles(data),
             profile_files=self.profile_files(data),
-            force_exclude=force_exclude,
+            force_exclude=self.boolean(data, "force-exclude", False),
             extend_profile=self.extend_profile(data),
+            respect_gitignore=self.boolean(data, "respect-gitignore", True),
+            src=self.strings(data, "src") if "src" in data else DEFAULT_SRC,
         )
+
+    def boolean(self, data: dict[str, Any], key: str, default: bool) -> bool:
+        value = data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, "must be true or false")
+        return value
 
     def strings(self, data: dict[str, Any], key: str) -> tuple[str, ...]:
         value = data.get(key, [])

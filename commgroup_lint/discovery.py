@@ -10,12 +10,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-# Never descended into: version control, caches, virtual environments and build output.
-SKIPPED_DIRECTORIES = frozenset({
-    ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".eggs", "build", "dist",
-    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".commgroup_lint_cache",
-    "site-packages", ".hypothesis",
-})
+from commgroup_lint.git import IgnoreRules
+
+ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn", ".bzr", "__pycache__", ".commgroup_lint_cache"})
+"""Never walked into, whatever the excludes say: version control and caches (and every virtual
+environment, found by its `pyvenv.cfg`)."""
+
+DEFAULT_EXCLUDE = (
+    ".venv", "venv", ".tox", ".nox", ".eggs", "*.egg-info", "build", "dist", "_build", "buck-out",
+    "node_modules", "site-packages", "__pypackages__", ".direnv", ".ipynb_checkpoints", ".mypy_cache",
+    ".pytest_cache", ".ruff_cache", ".pytype", ".hypothesis",
+)
+"""The `exclude` setting when the configuration does not set one (ruff's list, and a few more):
+`exclude` replaces it, `extend-exclude` adds to it."""
 
 
 class PathNotFound(Exception):
@@ -27,10 +34,12 @@ class Discovered:
     path: Path
     display: str  # how findings name the file: under the path the user typed
     explicit: bool  # named directly on the command line
+    content: bytes | None = None  # the file's bytes when they are not on disk (stdin, an editor's buffer)
 
 
 def is_excluded(display: str, patterns: Iterable[str]) -> bool:
-    """A pattern matches the whole path, its file name, or any directory along it (as ruff).
+    """A pattern without a `/` matches a file or directory name anywhere along the path; one
+    with a `/` matches the path and everything under it (as ruff).
 
     An absolute pattern (as `config.anchor` makes of `dir/sub`) is matched against the
     absolute path, so it means the same from any working directory.
@@ -46,49 +55,61 @@ def _posix(display: str) -> str:
 
 
 @lru_cache(maxsize=256)
-def _excluder(patterns: tuple[str, ...]) -> Callable[[str, str], bool]:
-    """`patterns` compiled once: a test of a path (POSIX, relative as given) and its absolute form."""
-    compiled = []
-    for pattern in patterns:
-        pattern = pattern.rstrip("/").removeprefix("./")
-        compiled.append((
-            pattern.startswith("/"),
-            re.compile(fnmatch.translate(pattern)).match,
-            pattern + "/" if "/" in pattern else None,
-            re.compile(fnmatch.translate(pattern + "/*")).match if "/" in pattern else None,
-        ))
+def _excluder(patterns: tuple[str, ...]) -> Callable[..., bool]:
+    """`patterns` compiled once: a test of a path (POSIX, relative as given) and its absolute
+    form. Names are a set lookup and name globs one regular expression, since every file of a
+    walk is tested; `whole=False` tests only the last name (a walk tested the directories above
+    on its way in)."""
+    stripped = [p.rstrip("/").removeprefix("./") for p in patterns]
+    names = frozenset(p for p in stripped if "/" not in p and not _GLOB.search(p))
+    globs = [p for p in stripped if "/" not in p and _GLOB.search(p)]
+    name_glob = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match if globs else None
+    paths = [(p.startswith("/"), re.compile(fnmatch.translate(p)).match, p + "/",
+              re.compile(fnmatch.translate(p + "/*")).match) for p in stripped if "/" in p]
 
-    def excluded(posix: str, absolute: str) -> bool:
-        parts = posix.split("/")
-        for is_absolute, match, prefix, match_below in compiled:
+    def excluded(posix: str, absolute: str, whole: bool = True) -> bool:
+        parts = posix.split("/") if whole else [posix.rpartition("/")[2]]
+        if not names.isdisjoint(parts) or (name_glob is not None and any(name_glob(p) for p in parts)):
+            return True
+        for is_absolute, match, prefix, match_below in paths:
             subject = absolute if is_absolute else posix
-            if match(subject) or any(match(p) for p in parts):
-                return True
-            if prefix is not None and (subject.startswith(prefix) or match_below(subject)):
+            if match(subject) or subject.startswith(prefix) or match_below(subject):
                 return True
         return False
 
     return excluded
 
 
-def discover(paths: Iterable[str], exclude: Iterable[str] = (), force_exclude: bool = False) -> list[Discovered]:
+_GLOB = re.compile(r"[*?\[]")
+
+
+def discover(paths: Iterable[str], exclude: Iterable[str] = DEFAULT_EXCLUDE, force_exclude: bool = False,
+             respect_gitignore: bool = True, skip: frozenset[str] = frozenset()) -> list[Discovered]:
     """Python files under `paths`, sorted and without duplicates.
 
     Directories are walked without following symbolic links to directories (no loops);
-    excludes apply to what is found by walking, and to named files only with `force_exclude`.
+    excludes and git's ignore rules apply to what is found by walking, and to named files
+    only with `force_exclude` (pre-commit names every file it checks). A walk does not enter
+    or list what `skip` names (absolute, normalised paths).
     """
     exclude = tuple(exclude)
+    ignore = IgnoreRules() if respect_gitignore else None
     found: dict[str, Discovered] = {}
     for given in paths:
         root = Path(given)
         if not os.path.lexists(root):
             raise PathNotFound(given)
         if root.is_dir():
-            for identity, item in _walk(root, given, exclude):
+            for identity, item in _walk(root, given, exclude, ignore, skip):
                 found.setdefault(identity, item)
-        elif not (force_exclude and is_excluded(given, exclude)):
+        elif not (force_exclude and is_skipped(given, exclude, ignore)):
             found.setdefault(_identity(root), Discovered(root, given, True))
     return sorted(found.values(), key=lambda d: d.display)
+
+
+def is_skipped(display: str, exclude: Iterable[str], ignore: IgnoreRules | None) -> bool:
+    """Whether a file named on the command line is excluded, or ignored by git."""
+    return is_excluded(display, exclude) or (ignore is not None and ignore.ignored_anywhere(os.path.abspath(display)))
 
 
 def _identity(path: Path) -> str:
@@ -100,19 +121,25 @@ def _identity(path: Path) -> str:
         return os.path.abspath(path)
 
 
-def _walk(root: Path, given: str, exclude: tuple[str, ...]) -> Iterator[tuple[str, Discovered]]:
+def _walk(root: Path, given: str, exclude: tuple[str, ...], ignore: IgnoreRules | None,
+          skip: frozenset[str]) -> Iterator[tuple[str, Discovered]]:
     """(identity, file) for each Python file under `root`, in the order `os.walk` gives them
     (a directory's files, sorted, then its subdirectories, sorted). One `os.scandir` per
     directory tells files, directories and links apart without a `stat` per entry; each
     directory is resolved once (not every file's whole path), and excludes are tested only
-    when there are some, compiled once."""
+    when there are some, compiled once, against each entry's own name (the directories above
+    it were tested on the way in)."""
     excluded = _excluder(exclude) if exclude else None
-    root_posix = _posix(given) if excluded else ""
-    root_absolute = Path(os.path.abspath(given)).as_posix() if excluded else ""
+    root_posix = _posix(given)
+    root_absolute = Path(os.path.abspath(given)).as_posix()
+    if excluded is not None and excluded(root_posix, root_absolute):
+        return
 
-    def tested(posix_dir: str, absolute_dir: str, name: str) -> bool:
+    def tested(posix_dir: str, absolute_dir: str, name: str, is_dir: bool = False) -> bool:
         posix = name if posix_dir in ("", ".") else f"{posix_dir}/{name}"
-        return excluded is not None and excluded(posix, os.path.join(absolute_dir, name))
+        absolute = absolute_dir + name
+        return (absolute in skip or (excluded is not None and excluded(posix, absolute, whole=False))
+                or (ignore is not None and ignore.ignored(absolute, is_dir, absolute_dir)))
 
     stack = [(root, given, root_posix, root_absolute)]
     while stack:
@@ -134,6 +161,8 @@ def _walk(root: Path, given: str, exclude: tuple[str, ...]) -> Iterator[tuple[st
                     subdirs.append(entry.name)
             elif entry.name.endswith(".py"):
                 files.append((entry.name, _is_link(entry)))
+        # Paths below are joined by hand: os.path.join for every entry costs a tenth of a walk.
+        display_dir, absolute_dir = _with_separator(display_dir), _with_separator(absolute_dir)
         real_dir: str | None = None
         for name, is_link in sorted(files):
             if tested(posix_dir, absolute_dir, name):
@@ -143,18 +172,21 @@ def _walk(root: Path, given: str, exclude: tuple[str, ...]) -> Iterator[tuple[st
                 identity = _identity(path)
             else:
                 if real_dir is None:
-                    real_dir = _identity(directory)
-                identity = os.path.join(real_dir, name)
-            yield identity, Discovered(path, os.path.join(display_dir, name), False)
+                    real_dir = _with_separator(_identity(directory))
+                identity = real_dir + name
+            yield identity, Discovered(path, display_dir + name, False)
         below = []
         for name in sorted(subdirs):
-            if (name in SKIPPED_DIRECTORIES or name.endswith(".egg-info")
-                    or os.path.exists(os.path.join(directory, name, "pyvenv.cfg"))
-                    or tested(posix_dir, absolute_dir, name)):
+            if (name in ALWAYS_SKIPPED or os.path.exists(f"{absolute_dir}{name}{os.sep}pyvenv.cfg")
+                    or tested(posix_dir, absolute_dir, name, is_dir=True)):
                 continue
-            below.append((directory / name, os.path.join(display_dir, name),
-                          name if posix_dir in ("", ".") else f"{posix_dir}/{name}", os.path.join(absolute_dir, name)))
+            below.append((directory / name, display_dir + name,
+                          name if posix_dir in ("", ".") else f"{posix_dir}/{name}", absolute_dir + name))
         stack.extend(reversed(below))  # depth first, in sorted order
+
+
+def _with_separator(directory: str) -> str:
+    return directory if directory.endswith(os.sep) else directory + os.sep
 
 
 def _is_link(entry: os.DirEntry[str]) -> bool:

@@ -7,14 +7,39 @@ files drift from the rules).
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from commgroup_lint.rule import Rule, all_rules
 
 
+@cache
+def fix_safety(rule: type[Rule]) -> str | None:
+    """`safe`, `unsafe`, or `safe or unsafe`: how the fixes of the rule's INVALID examples
+    apply (derived from its own tests, not declared); None when it offers none."""
+    if not rule.fixable:
+        return None
+    from commgroup_lint.discovery import Discovered
+    from commgroup_lint.engine import Linter
+    from commgroup_lint.model import RuleSelection
+    from commgroup_lint.profile import load_shipped
+
+    linter = Linter(load_shipped("sglang"), RuleSelection((rule.code,)))
+    examples = [Discovered(Path(f"example{i}.py"), f"example{i}.py", True, e.code.encode())
+                for i, e in enumerate(rule.INVALID) if e.fixed is not None]
+    kinds = {f.fix.applicability.value for f in linter.lint(examples).findings if f.fix is not None}
+    return " or ".join(sorted(kinds)) or None
+
+
 def render_rule_doc(rule: type[Rule]) -> str:
     """The page for one rule: title, summary, facts, the module docstring, then its examples."""
-    fix = "available (`commgroup-lint check --fix`)" if rule.fixable else "none"
+    safety = fix_safety(rule)
+    if safety is None:
+        fix = "none"
+    elif safety == "safe":
+        fix = "safe (applied by `commgroup-lint check --fix`)"
+    else:
+        fix = f"{safety} (an unsafe fix is applied only by `commgroup-lint check --fix --unsafe-fixes`)"
     parts = [
         f"# {rule.code}: {rule.name}\n",
         f"{rule.summary}.\n",

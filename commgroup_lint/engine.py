@@ -15,6 +15,7 @@ Its earlier result stands, an undecodable file's CGL000 included.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import time
 from bisect import bisect_right
@@ -109,13 +110,18 @@ class Linter:
         ignored = tuple(c for pattern, codes in self.per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
         return lambda code: self.selection.enabled(code) and not any(code.startswith(i) for i in ignored)
 
-    def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None) -> LintResult:
-        """Check `files`; `progress` (if given) is called once per file as it is done."""
-        files = list(files)
+    def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None,
+             context: Iterable[Discovered] = ()) -> LintResult:
+        """Check `files`; `progress` (if given) is called once per file as it is done.
+
+        `context` holds the project's other files: indexed (their helpers summarised) as if
+        they were checked, so that a run over a few files finds in them what a run over the
+        whole project finds, but never checked or reported on themselves."""
+        files, context = list(files), list(context)
         counted = _Counted(progress)
         with _collector_paused():
             try:
-                return self._lint(files, counted, trust_stat=True)
+                return self._lint(files, context, counted, trust_stat=True)
             except _SourceChanged:
                 # A file left unread because its `stat` matched was read later in the run and
                 # its content was not what the cache says (a write racing the run): start again
@@ -125,45 +131,49 @@ class Linter:
                 self._index = None
                 counted.skip = counted.done  # the progress bar has seen these already
                 counted.done = 0
-                return self._lint(files, counted, trust_stat=False)
+                return self._lint(files, context, counted, trust_stat=False)
 
-    def _lint(self, files: list[Discovered], progress: Callable[[], None], trust_stat: bool) -> LintResult:
+    def _lint(self, files: list[Discovered], context: list[Discovered], progress: Callable[[], None],
+              trust_stat: bool) -> LintResult:
         result = LintResult(profiles=self.api.profile.names)
         caching = self.cache is not None
         old = self.cache.load() if self.cache is not None else {}
         started = time.time_ns()
         records: list[tuple[str, FileRecord]] = []
         checked: list[_File] = []
-        for item in files:
-            result.files_checked += 1
+        for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
             display = item.display
-            record = old.get(display)
+            result.files_checked += reported
+            record = old.get(_cache_key(display))
             if record is not None and record.path != str(item.path):
                 record = None
-            stat = file_stat(item.path) if caching else None
+            stat = file_stat(item.path) if caching and item.content is None else None
             if trust_stat and stat is not None and record is not None and record.stat == stat:
                 if record.error is None:  # unchanged: read only if asked for
-                    checked.append(_File(item.path, display, record.digest, stat, record))
+                    checked.append(_File(item.path, display, record.digest, stat, record, reported))
                     continue
-                self._report_unreadable(result, display, record.error, progress)
+                if reported:
+                    self._report_unreadable(result, display, record.error, progress)
                 records.append((display, record))
                 continue
             try:
-                raw = read_bytes(item.path)
+                raw = item.content if item.content is not None else read_bytes(item.path)
             except SourceError as err:  # not recorded: the file system may answer otherwise next time
-                self._report_unreadable(result, display, str(err), progress)
+                if reported:
+                    self._report_unreadable(result, display, str(err), progress)
                 continue
             digest = content_hash(raw) if caching else b""
             try:
                 text, encoding = decode(raw)
             except SourceError as err:  # the content decides: recorded like a finding
-                self._report_unreadable(result, display, str(err), progress)
+                if reported:
+                    self._report_unreadable(result, display, str(err), progress)
                 if caching:
                     records.append((display, FileRecord(str(item.path), digest, stat=settled(stat, started), error=str(err))))
                 continue
             if record is not None and (record.digest != digest or record.error is not None):
                 record = None
-            file = _File(item.path, display, digest, stat, record)
+            file = _File(item.path, display, digest, stat, record, reported)
             file.hold(SourceFile(item.path, display, text, encoding, raw))
             checked.append(file)
         by_display = {f.display: f for f in checked}
@@ -179,12 +189,16 @@ class Linter:
         mentions(mentions.texts, words)  # all files at once, before asking file by file
         for file in checked:
             display = file.display
+            if not file.reported:  # context: what the index learnt is recorded, its old check kept
+                if caching:
+                    records.append((display, self._record(file, mentions, file.record and file.record.result, started)))
+                continue
             gated = not self.gate or bool(mentions([display], words))
             result.files_using_api += gated
             record = file.record
             cached = record.result if record is not None else None
             if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
-                findings, check = list(cached.findings), cached
+                findings, check = _named(cached.findings, display), cached
             else:
                 source = file.source
                 log: Lookups = {}
@@ -204,6 +218,11 @@ class Linter:
             if caching:
                 records.append((display, self._record(file, mentions, check, started)))
             progress()
+        # A buffer (stdin, an editor) leaves the record of its file as it was, so that typing does
+        # not rewrite the cache; a file without one gets the buffer's (its `stat` unknown: read next time).
+        buffered = {_cache_key(f.display) for f in files if f.content is not None}
+        records = [(_cache_key(d), r) for d, r in records]
+        records = [(d, old[d] if d in buffered and d in old else r) for d, r in records]
         if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
             self.cache.save(records)
         result.findings.sort(key=lambda f: f.sort_key)
@@ -358,6 +377,17 @@ def _whole_word_at(text: str, at: int, length: int) -> bool:
     return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
 
 
+def _cache_key(display: str) -> str:
+    """A file's key in the cache: `./pkg/a.py` (from `check .`) and `pkg/a.py` (pre-commit, an
+    editor, a project's context) are one file, and share its record."""
+    return os.path.normpath(display)
+
+
+def _named(findings: Iterable[Finding], display: str) -> list[Finding]:
+    """Cached findings, named as this run names their file."""
+    return [f if f.path == display else replace(f, path=display) for f in findings]
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while linting: the IR and facts are large, acyclic
@@ -392,11 +422,13 @@ class _File:
     """A file to check: read already, or (its `stat` unchanged since the cache recorded its
     content hash) read when first asked for, and then held to that hash."""
 
-    __slots__ = ("path", "display", "digest", "stat", "record", "exact", "_source")
+    __slots__ = ("path", "display", "digest", "stat", "record", "reported", "exact", "_source")
 
-    def __init__(self, path: Path, display: str, digest: bytes, stat: Stat | None, record: FileRecord | None) -> None:
+    def __init__(self, path: Path, display: str, digest: bytes, stat: Stat | None, record: FileRecord | None,
+                 reported: bool = True) -> None:
         self.path, self.display, self.digest, self.stat = path, display, digest, stat
         self.record = record  # the cache's record of this content, if any
+        self.reported = reported  # False: a context file, indexed but not checked
         self.exact = False  # the text encodes back to the bytes exactly (they were dropped)
         self._source: SourceFile | None = None
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import difflib
 import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -96,10 +95,9 @@ def write(report: FixReport) -> None:
         path = fixed.source.path
         try:
             if path.read_bytes() != fixed.source.raw:
-                report.failures.append((fixed.source.display, "changed on disk while being fixed; not written"))
+                report.failures.append((fixed.source.display, "changed on disk since it was read; not written"))
                 continue
-            mode = stat.S_IMODE(os.stat(path).st_mode)
-            write_atomically(path, fixed.source.encode(fixed.text), mode)
+            write_atomically(path, fixed.source.encode(fixed.text))
             written.append(fixed)
         except OSError as err:
             report.failures.append((fixed.source.display, f"cannot be written: {err.strerror or err}"))

@@ -70,18 +70,20 @@ def wants_progress(total: int, quiet: bool) -> bool:
 
 
 @contextlib.contextmanager
-def progress_reporter(total: int, quiet: bool, console=None) -> Iterator[Callable[[], None] | None]:  # noqa: ANN001
+def progress_reporter(total: int, quiet: bool, console=None, color: str = "auto") -> Iterator[Callable[[], None] | None]:  # noqa: ANN001
     """A callback that advances a progress bar on stderr by one file, or None when no bar is
-    wanted (few files, --quiet, or stderr is not a terminal)."""
+    wanted (few files, --quiet, or stderr is not a terminal). The bar is styled as `color`
+    asks (see `terminal`), unless a `console` is given."""
     if not wants_progress(total, quiet):
         yield None
         return
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from commgroup_lint import terminal
 
     progress = Progress(
         TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console or Console(stderr=True), transient=True,
+        console=console or terminal.console(color, stderr=True), transient=True,
     )
     with progress:
         task = progress.add_task("check", total=total)

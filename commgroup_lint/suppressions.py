@@ -30,7 +30,7 @@ DIRECTIVE = re.compile(
     re.IGNORECASE,
 )
 # Reported when unused only through their own rules' logic, never as unused suppressions.
-_SELF_CODES = frozenset({UnusedSuppression.code, BlanketSuppression.code})
+SELF_CODES = frozenset({UnusedSuppression.code, BlanketSuppression.code})
 
 
 @dataclass
@@ -65,27 +65,47 @@ class Directives:
             yield from self.line.get(start, ())
 
 
-def scan(text: str) -> Directives:
-    """The directives in `text` (tokens up to a tokenize error are still read)."""
-    found = Directives()
-    if MARKER not in text.lower():
-        return found
+@dataclass
+class Layout:
+    """What the tokenizer says about a file's lines (tokens up to a tokenize error are read)."""
+
+    comments: list[tokenize.TokenInfo] = field(default_factory=list)
+    statement_start: dict[int, int] = field(default_factory=dict)  # line -> first line of its statement
+    open_ends: set[int] = field(default_factory=set)  # lines that end outside a string and a backslash continuation
+
+
+def layout(text: str) -> Layout:
+    found = Layout()
     statement_first: int | None = None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.COMMENT:
-                for match in DIRECTIVE.finditer(tok.string):
-                    _add(found, match, tok.start[0], tok.start[1])
-            elif tok.type == tokenize.NEWLINE:
-                first = statement_first if statement_first is not None else tok.start[0]
-                for line in range(first, tok.end[0] + 1):
-                    found.statement_start[line] = first
-                statement_first = None
-            elif tok.type not in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+                found.comments.append(tok)
+            elif tok.type in (tokenize.NEWLINE, tokenize.NL):
+                found.open_ends.add(tok.start[0])
+                if tok.type == tokenize.NEWLINE:
+                    first = statement_first if statement_first is not None else tok.start[0]
+                    for line in range(first, tok.end[0] + 1):
+                        found.statement_start[line] = first
+                    statement_first = None
+            elif tok.type not in (tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
                 if statement_first is None:
                     statement_first = tok.start[0]
     except (tokenize.TokenError, SyntaxError):
         pass
+    return found
+
+
+def scan(text: str) -> Directives:
+    """The directives in `text`."""
+    found = Directives()
+    if MARKER not in text.lower():
+        return found
+    lines = layout(text)
+    for tok in lines.comments:
+        for match in DIRECTIVE.finditer(tok.string):
+            _add(found, match, tok.start[0], tok.start[1])
+    found.statement_start = lines.statement_start
     return found
 
 
@@ -121,7 +141,7 @@ def apply(text: str, display: str, findings: Iterable[Finding], enabled: Callabl
             extra.append(BlanketSuppression.report(display, d.line, d.column, d.end_column, d.file_level))
             continue
         for code in d.codes:
-            if code in d.used or code in _SELF_CODES:
+            if code in d.used or code in SELF_CODES:
                 continue
             if code not in known:
                 extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level, unknown=True))

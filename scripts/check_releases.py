@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the engine over whole SGLang trees with the gate off: every file read, parsed and analysed.
 
-    python scripts/check_releases.py 0.5.8 0.5.13 0.5.23          # under /work/sglang_src/<v>/sglang
+    python scripts/check_releases.py --base RELEASES 0.5.8 0.5.13 0.5.23   # RELEASES/<v>/sglang or RELEASES/sglang-<v>/sglang
     python scripts/check_releases.py --root /path/to/sglang/python/sglang
 
 Prints, per tree: files, files parsed, CGL000 findings (with their reasons), other findings,
@@ -20,8 +20,6 @@ from pathlib import Path
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
 from commgroup_lint.profile import load_shipped
-
-DEFAULT_BASE = Path("/work/sglang_src")
 
 
 def check_tree(root: Path, gate: bool) -> dict:
@@ -47,18 +45,29 @@ def check_tree(root: Path, gate: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*", help="release versions under --base (default: all found there)")
-    parser.add_argument("--base", type=Path, default=DEFAULT_BASE, help="holds <version>/sglang (default: %(default)s)")
+    parser.add_argument("--base", type=Path,
+                        help="a directory of unpacked releases: <version>/sglang or sglang-<version>/sglang")
     parser.add_argument("--root", type=Path, action="append", default=[], help="a tree to check (repeatable)")
     parser.add_argument("--gate", action="store_true", help="keep the allocator gate on (as the CLI runs)")
     args = parser.parse_args(argv)
     roots = list(args.root)
-    versions = args.versions or ([] if roots else sorted(p.name for p in args.base.iterdir() if (p / "sglang").is_dir()))
-    roots += [args.base / v / "sglang" for v in versions]
+    if args.base is None:
+        if args.versions or not roots:
+            parser.error("give --base RELEASES (holding <version>/sglang) or --root TREE")
+        versions = []
+    else:
+        versions = args.versions or sorted(p.name.removeprefix("sglang-") for p in args.base.iterdir()
+                                           if (p / "sglang").is_dir())
+    for version in versions:
+        found = [t for t in (args.base / version / "sglang", args.base / f"sglang-{version}" / "sglang") if t.is_dir()]
+        if not found:
+            parser.error(f"no {version}/sglang or sglang-{version}/sglang under {args.base}")
+        roots.append(found[0])
     failed = False
     print(f"{'tree':<48} {'files':>6} {'CGL000':>6} {'findings':>8} {'internal':>8} {'seconds':>8}")
     for root in roots:
         r = check_tree(root, args.gate)
-        name = str(root.relative_to(args.base)) if root.is_relative_to(args.base) else str(root)
+        name = str(root.relative_to(args.base)) if args.base and root.is_relative_to(args.base) else str(root)
         if "crash" in r:
             failed = True
             print(f"{name:<48} {r['files']:>6}  CRASH after {r['seconds']:.1f}s\n{r['crash']}")

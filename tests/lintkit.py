@@ -23,3 +23,25 @@ def lint_text(tmp_path: Path, text: str, name: str = "snippet.py", select: tuple
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return lint_paths(path, select=select, min_confidence=min_confidence)
+
+
+# A gather whose buffer misses its group, and the same after `--fix` (the group of the gather).
+FIXABLE = (
+    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
+    "\n"
+    "\n"
+    "def gather(hidden_states, forward_batch):\n"
+    "    gathered = get_global_dp_buffer()\n"
+    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
+    "    return gathered\n"
+)
+FIXED = (
+    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
+    "from sglang.srt.distributed import get_tp_group\n"
+    "\n"
+    "\n"
+    "def gather(hidden_states, forward_batch):\n"
+    "    gathered = get_global_dp_buffer(get_tp_group())\n"
+    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
+    "    return gathered\n"
+)

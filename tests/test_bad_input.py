@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from commgroup_lint import cli
+from commgroup_lint import settings
 from commgroup_lint.cli import main
 
 IMPORT = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
@@ -300,14 +300,14 @@ def test_path_that_does_not_exist(tree: Path) -> None:
 def test_file_deleted_while_the_run_is_in_progress(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file is found, then removed before it is read."""
     write(tree, "doomed.py", GOOD)
-    real_discover = cli.discover
+    real_discover = settings.discover
 
     def discover_then_delete(*args, **kwargs):
         found = real_discover(*args, **kwargs)
         (tree / "doomed.py").unlink()
         return found
 
-    monkeypatch.setattr(cli, "discover", discover_then_delete)
+    monkeypatch.setattr(settings, "discover", discover_then_delete)
     monkeypatch.chdir(tree)
     result = CliRunner().invoke(main, ["check", "--format", "json", "."])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

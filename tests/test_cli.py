@@ -81,7 +81,7 @@ def test_exit_0_when_clean(tree: Path) -> None:
 def test_exit_1_with_findings(tree: Path) -> None:
     proc = run("check", "pkg", cwd=tree)
     assert proc.returncode == 1
-    assert proc.stdout.endswith("Found 2 findings (2 files checked).\n")
+    assert proc.stdout.endswith("Found 2 findings (2 files checked).\n[*] 1 fixable with `--fix`.\n")
 
 
 @pytest.mark.parametrize(
@@ -169,6 +169,8 @@ def test_json_stdout_is_only_the_document(tree: Path) -> None:
 # --- text ---------------------------------------------------------------------------------------------
 
 def test_text_format(tree: Path) -> None:
+    """A finding with a fix `--fix` applies is marked `[*]` and followed by the fix's description;
+    the summary says how many `--fix` would fix."""
     messages = {f["code"]: f["message"] for f in json.loads(run("check", "--format", "json", "pkg", cwd=tree).stdout)}
     proc = run("check", "pkg", cwd=tree)
     assert proc.returncode == 1 and proc.stderr == ""
@@ -176,10 +178,12 @@ def test_text_format(tree: Path) -> None:
         f"pkg/bad.py:6:12: CGL001 {messages['CGL001']}\n"
         "   6 |     return get_local_dp_buffer()\n"
         "                  ^^^^^^^^^^^^^^^^^^^^^\n"
-        f"pkg/bad.py:10:11: CGL002 {messages['CGL002']}\n"
+        f"pkg/bad.py:10:11: CGL002 [*] {messages['CGL002']}\n"
         "  10 |     out = get_local_dp_buffer(get_tp_group())\n"
         "                 ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "     = help: Pass `get_attention_tp_group()`: the group of `attn_tp_all_gather_into_tensor` at line 11\n"
         "Found 2 findings (2 files checked).\n"
+        "[*] 1 fixable with `--fix`.\n"
     )
 
 
@@ -196,7 +200,7 @@ def test_no_colour_when_not_a_terminal(tree: Path) -> None:
     assert "\x1b" not in proc.stdout + proc.stderr
 
 
-def _on_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+def _on_terminal(args: list[str], cwd: Path, env: dict[str, str], returncode: int = 1) -> str:
     """Run the console script with stdout and stderr on a pseudo-terminal; return what it wrote."""
     pty = pytest.importorskip("pty")
     base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS")}
@@ -216,7 +220,7 @@ def _on_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
             chunks.append(chunk)
     finally:
         os.close(main_fd)
-    assert proc.returncode == 1
+    assert proc.returncode == returncode
     return b"".join(chunks).decode()
 
 
@@ -224,8 +228,18 @@ def test_colour_on_a_terminal_unless_no_color(tree: Path) -> None:
     coloured = _on_terminal(["check", "pkg"], tree, {})
     assert COLOUR.search(coloured), repr(coloured[:200])  # the check below is not vacuous
     plain = _on_terminal(["check", "pkg"], tree, {"NO_COLOR": "1"})
-    assert not COLOUR.search(plain), repr(plain[:200])
+    assert "\x1b" not in plain, repr(plain[:200])  # no colour, and no bold or dim either
     assert "pkg/bad.py" in plain and "CGL002" in plain
+    assert "\x1b" not in _on_terminal(["rules"], tree, {"NO_COLOR": "1"}, returncode=0)
+    assert "\x1b" in _on_terminal(["rules"], tree, {}, returncode=0)
+
+
+def test_color_option(tree: Path) -> None:
+    assert COLOUR.search(run("check", "--color", "always", "pkg", cwd=tree).stdout)  # not a terminal
+    assert COLOUR.search(run("check", "--color", "always", "pkg", cwd=tree, env={"NO_COLOR": "1"}).stdout)
+    assert "\x1b" not in _on_terminal(["check", "--color", "never", "pkg"], tree, {})
+    assert "\x1b" in run("rules", "--color", "always", cwd=tree).stdout
+    assert run("check", "--color", "sometimes", "pkg", cwd=tree).returncode == 2
 
 
 # --- selection ----------------------------------------------------------------------------------------
@@ -269,6 +283,16 @@ def test_rules_lists_every_rule(tree: Path) -> None:
         assert len(row) == 1, rule.code
         assert rule.name in row[0] and rule.summary in row[0]
     assert len([line for line in lines[1:] if line.strip()]) == len(rules)
+
+
+def test_rules_and_explain_say_when_a_fix_is_unsafe(tree: Path) -> None:
+    rows = {line.split()[0]: line.split() for line in run("rules", cwd=tree).stdout.splitlines()[1:] if line.strip()}
+    assert rows["CGL004"][:3] == ["CGL004", "inconsistent-selection", "unsafe"]
+    assert rows["CGL002"][:3] == ["CGL002", "group-mismatch", "safe"]
+    assert rows["CGL003"][2] != "safe"  # no fix: the summary follows the name
+    page = run("explain", "CGL004", cwd=tree).stdout
+    assert "- Fix: unsafe (an unsafe fix is applied only by `commgroup-lint check --fix --unsafe-fixes`)\n" in page
+    assert "- Fix: safe (applied by `commgroup-lint check --fix`)\n" in run("explain", "CGL001", cwd=tree).stdout
 
 
 @pytest.mark.parametrize("code", [r.code for r in all_rules().rules])

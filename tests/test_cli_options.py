@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,25 @@ def test_output_file_machine_formats_replace_the_file(project: Path) -> None:
     assert [f["code"] for f in json.loads(target.read_text())] == ["CGL001"]
     check("--format", "sarif", "--output-file", "report.sarif", ".")
     assert json.loads((project / "report.sarif").read_text())["version"] == "2.1.0"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_output_file_honours_the_umask(project: Path, umask: int) -> None:
+    previous = os.umask(umask)
+    try:
+        check("--format", "json", "-o", "report.json", "bad.py")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((project / "report.json").stat().st_mode) == 0o666 & ~umask
+
+
+def test_output_file_keeps_an_existing_files_mode(project: Path) -> None:
+    target = project / "report.json"
+    target.write_text("[]")
+    os.chmod(target, 0o640)
+    check("--format", "json", "-o", "report.json", "bad.py")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert [f["code"] for f in json.loads(target.read_text())] == ["CGL001"]
 
 
 def test_output_file_that_cannot_be_written(project: Path) -> None:

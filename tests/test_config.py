@@ -118,9 +118,11 @@ def test_standalone_file_has_top_level_keys(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("body", "message"), [
     ("selct = ['CGL001']", "key 'tool.commgroup-lint.selct': unknown key (expected one of: select, extend-select, "
-     "ignore, per-file-ignores, exclude, extend-exclude, profile, profiles, profile-files, force-exclude, extend-profile, min-confidence)"),
+     "ignore, per-file-ignores, exclude, extend-exclude, profile, profiles, profile-files, force-exclude, extend-profile, "
+     "min-confidence, respect-gitignore, src)"),
     ("extend_select = ['CGL001']", "key 'tool.commgroup-lint.extend_select': unknown key (expected one of: select, "
-     "extend-select, ignore, per-file-ignores, exclude, extend-exclude, profile, profiles, profile-files, force-exclude, extend-profile, min-confidence); "
+     "extend-select, ignore, per-file-ignores, exclude, extend-exclude, profile, profiles, profile-files, force-exclude, "
+     "extend-profile, min-confidence, respect-gitignore, src); "
      "did you mean 'extend-select'?"),
     ("select = 'CGL001'", "key 'tool.commgroup-lint.select': must be a list of strings"),
     ("ignore = [1]", "key 'tool.commgroup-lint.ignore': must be a list of strings"),

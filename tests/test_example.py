@@ -36,4 +36,8 @@ def test_bundled_example_text_summary() -> None:
     proc = subprocess.run([EXE, "check", "examples/dp_attention"], cwd=REPO, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "NO_COLOR": "1"})
     assert proc.returncode == 1
-    assert proc.stdout.endswith(f"Found {len(EXPECTED)} findings (4 files checked).\n")
+    assert proc.stdout.endswith(
+        f"Found {len(EXPECTED)} findings (4 files checked).\n"
+        "[*] 3 fixable with `--fix`.\n"
+        "1 hidden fix can be enabled with `--unsafe-fixes`.\n"  # CGL004's
+    )

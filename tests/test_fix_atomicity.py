@@ -4,7 +4,6 @@ a second `--fix` completes the job."""
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal

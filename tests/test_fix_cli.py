@@ -14,26 +14,8 @@ from click.testing import CliRunner
 import commgroup_lint.autofix as autofix
 import commgroup_lint.cli as cli
 from commgroup_lint.model import Edit
+from lintkit import FIXABLE, FIXED
 
-FIXABLE = (
-    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
-    "\n"
-    "\n"
-    "def gather(hidden_states, forward_batch):\n"
-    "    gathered = get_global_dp_buffer()\n"
-    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
-    "    return gathered\n"
-)
-FIXED = (
-    "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer\n"
-    "from sglang.srt.distributed import get_tp_group\n"
-    "\n"
-    "\n"
-    "def gather(hidden_states, forward_batch):\n"
-    "    gathered = get_global_dp_buffer(get_tp_group())\n"
-    "    dp_gather_partial(gathered, hidden_states, forward_batch)\n"
-    "    return gathered\n"
-)
 UNFIXABLE = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef make():\n    return get_local_dp_buffer()\n"
 CLEAN = "x = 1\n"
 DISAGREE = (
@@ -102,6 +84,23 @@ def test_fix_keeps_the_file_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert stat.S_IMODE(path.stat().st_mode) == 0o755
 
 
+def test_fix_through_a_symlink_writes_the_target_and_keeps_the_link(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "a.py"
+    target.write_text(FIXABLE, encoding="utf-8")
+    os.chmod(target, 0o640)
+    (tmp_path / "link.py").symlink_to(Path("real") / "a.py")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli.main, ["check", "--fix", "link.py"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "link.py").is_symlink()
+    assert os.readlink(tmp_path / "link.py") == str(Path("real") / "a.py")
+    assert target.read_text(encoding="utf-8") == FIXED
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["a.py"]  # no temporary file left
+
+
 def test_diff_prints_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = check(tmp_path, monkeypatch, {"a.py": FIXABLE, "b.py": UNFIXABLE}, "--diff")
     assert result.exit_code == 1
@@ -137,6 +136,10 @@ def test_unsafe_fixes_only_with_the_flag(tmp_path: Path, monkeypatch: pytest.Mon
     safe = CliRunner().invoke(cli.main, ["check", "--fix", "c.py"])
     assert safe.exit_code == 1
     assert (tmp_path / "c.py").read_text(encoding="utf-8") == DISAGREE
+    assert safe.stdout.strip().splitlines()[-2:] == [  # how many unsafe fixes --fix left
+        "Fixed 0 findings, 1 remaining (1 file checked).",
+        "1 hidden fix can be enabled with `--unsafe-fixes`.",
+    ]
     unsafe = CliRunner().invoke(cli.main, ["check", "--fix", "--unsafe-fixes", "c.py"])
     assert unsafe.exit_code == 0
     assert unsafe.stdout.strip().splitlines()[-1] == "Fixed 1 finding, 0 remaining (1 file checked)."
@@ -157,7 +160,9 @@ def test_a_fix_that_would_not_parse_is_reverted(tmp_path: Path, monkeypatch: pyt
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == FIXABLE
     assert "error: could not fix a.py: the fixed file would not parse" in result.stderr
     assert "left unchanged" in result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "Fixed 0 findings, 2 remaining (2 files checked)."
+    assert result.stdout.strip().splitlines()[-2:] == [
+        "Fixed 0 findings, 2 remaining (2 files checked).", "[*] 1 fixable with `--fix`.",
+    ]
     diff = CliRunner().invoke(cli.main, ["check", "--diff", "a.py"])
     assert (diff.exit_code, diff.stdout) == (0, "")
     assert "error: could not fix a.py: the fixed file would not parse" in diff.stderr
@@ -176,8 +181,10 @@ def test_a_file_changed_on_disk_is_not_overwritten(tmp_path: Path, monkeypatch: 
     result = check(tmp_path, monkeypatch, {"a.py": FIXABLE}, "--fix")
     assert result.exit_code == 1
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == edited
-    assert "error: could not fix a.py: changed on disk while being fixed; not written" in result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "Fixed 0 findings, 1 remaining (1 file checked)."
+    assert "error: could not fix a.py: changed on disk since it was read; not written" in result.stderr
+    assert result.stdout.strip().splitlines()[-2:] == [
+        "Fixed 0 findings, 1 remaining (1 file checked).", "[*] 1 fixable with `--fix`.",
+    ]
 
 
 def test_json_carries_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -110,6 +110,34 @@ def test_check_hook_honours_excludes_for_files_passed_by_name(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_try_repo_on_a_one_file_commit_catches_a_cross_file_bug(
+        tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path) -> None:
+    """Only `user.py` is staged; the group its buffer reaches is decided in the committed `comm.py`:
+    the hook sees the project as CI does (issue 15, item 2)."""
+    repo, _ = hook_repo
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "comm.py").write_text(
+        "from sglang.srt.layers.dp_attention import get_attention_tp_group\n\n\n"
+        "def all_gather_attn_tp(output, input_):\n    get_attention_tp_group().all_gather_into_tensor(output, input_)\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "helpers")
+    (tmp_path / "pkg" / "user.py").write_text(
+        "from sglang.srt.distributed import get_tp_group\n"
+        "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
+        "from pkg.comm import all_gather_attn_tp\n\n\n"
+        "def gather(x):\n    out = get_local_dp_buffer(get_tp_group())\n    all_gather_attn_tp(out, x)\n")
+    git(tmp_path, "add", "pkg/user.py")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(pre_commit_home), "PRE_COMMIT_COLOR": "never"}
+    result = subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(repo), "commgroup-lint"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "pkg/user.py:7:11: CGL002 [*] memory from `get_local_dp_buffer` is bound to group tp but reaches" \
+        in result.stdout
+    assert "Found 1 finding (1 file checked)." in result.stdout
+
+
 def _has_fix_option() -> bool:
     help_text = subprocess.run([sys.executable, "-m", "commgroup_lint", "check", "--help"],
                                capture_output=True, text=True).stdout

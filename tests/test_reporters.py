@@ -168,18 +168,33 @@ def test_sarif_uris() -> None:
 # --- GitHub ----------------------------------------------------------------------------------
 
 def test_github_annotations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The title is the rule's name (with its code)."""
     result = run_check(tmp_path, monkeypatch, "github", {"pkg/bad.py": BAD})
     assert result.exit_code == 1
     assert result.stdout == (
-        f"::error file=pkg/bad.py,line=5,col=12,endLine=5,endColumn=33,title=CGL001::{MESSAGE}\n"
+        f"::error file=pkg/bad.py,line=5,col=12,endLine=5,endColumn=33,title=missing-group (CGL001)::{MESSAGE}\n"
     )
+
+
+def test_github_paths_are_relative_to_the_repository_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub places an annotation by its path from the top of the repository, wherever the run started."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "python" / "pkg").mkdir(parents=True)
+    (tmp_path / "python" / "pkg" / "bad.py").write_text(BAD, encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "python")
+    for given in ("pkg", "pkg/bad.py", "./pkg", str(tmp_path / "python" / "pkg")):
+        result = CliRunner().invoke(main, ["check", "--format", "github", "--no-cache", given])
+        assert result.stdout.startswith("::error file=python/pkg/bad.py,line=5,"), (given, result.stdout)
+    monkeypatch.chdir(tmp_path / "python" / "pkg")
+    result = CliRunner().invoke(main, ["check", "--format", "github", "--no-cache", "bad.py"])
+    assert result.stdout.startswith("::error file=python/pkg/bad.py,line=5,")
 
 
 def test_github_escaping_and_warnings() -> None:
     finding = Finding("CGL100", "./dir,x/a:b.py", Position(1, 2), Position(3, 4),
                       "100% unused\r\nsecond line: a, b", Severity.WARNING)
     assert github.render(LintResult([finding], 1)) == (
-        "::warning file=dir%2Cx/a%3Ab.py,line=1,col=2,endLine=3,endColumn=4,title=CGL100"
+        "::warning file=dir%2Cx/a%3Ab.py,line=1,col=2,endLine=3,endColumn=4,title=unused-suppression (CGL100)"
         "::100%25 unused%0D%0Asecond line: a, b\n"
     )
     assert github.escape_property("a%b:c,d\n") == "a%25b%3Ac%2Cd%0A"
@@ -205,8 +220,14 @@ def test_junit_with_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     ]
     failure = cases[0].find("failure")
     assert failure is not None
-    assert failure.get("message") == MESSAGE
+    assert failure.attrib == {"message": MESSAGE, "type": "error"}  # the type is the severity
     assert failure.text == f"line 5, col 12, {MESSAGE}"
+
+
+def test_junit_failure_type_is_the_severity() -> None:
+    finding = Finding("CGL100", "a.py", Position(1, 1), Position(1, 2), "unused", Severity.WARNING)
+    root = ET.fromstring(junit.render(LintResult([finding], 1)).split("\n", 1)[1])
+    assert root.find("testsuite/testcase/failure").get("type") == "warning"
 
 
 def test_junit_clean_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

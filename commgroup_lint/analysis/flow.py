@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.api import WORLD, Api
+from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
     GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, constant_operand,
     contradicts, key_operands, mentions, operand_scope, relation_key,

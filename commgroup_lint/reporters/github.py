@@ -1,16 +1,20 @@
 """`--format github`: GitHub Actions workflow commands, one annotation per finding.
 
-`::error file=PATH,line=L,col=C,endLine=L2,endColumn=C2,title=CODE::MESSAGE` (`::warning` for
-warnings), escaped as the Actions toolkit escapes them: `%`, CR and LF in the message; those
-and `:` and `,` in property values.
+`::error file=PATH,line=L,col=C,endLine=L2,endColumn=C2,title=NAME (CODE)::MESSAGE` (`::warning`
+for warnings), escaped as the Actions toolkit escapes them: `%`, CR and LF in the message; those
+and `:` and `,` in property values. GitHub places an annotation by its path from the top of the
+repository, so `PATH` is that, whatever directory the run started in.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from commgroup_lint.engine import LintResult
+from commgroup_lint.git import repository_root
 from commgroup_lint.model import Finding, Severity
+from commgroup_lint.rule import all_rules
 
 
 def escape_data(value: str) -> str:
@@ -21,15 +25,25 @@ def escape_property(value: str) -> str:
     return escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
+def repository_path(path: str) -> str:
+    """`path` from the top of its git work tree (as given, outside one)."""
+    absolute = os.path.abspath(path)
+    root = repository_root(os.path.dirname(absolute))
+    if root is None:
+        return Path(path).as_posix().removeprefix("./")
+    return Path(os.path.relpath(absolute, root)).as_posix()
+
+
 def annotation(f: Finding) -> str:
     command = "warning" if f.severity is Severity.WARNING else "error"
+    rule = all_rules().by_code(f.code)
     properties = {
-        "file": Path(f.path).as_posix().removeprefix("./"),
+        "file": repository_path(f.path),
         "line": f.start.line,
         "col": f.start.column,
         "endLine": f.end.line,
         "endColumn": f.end.column,
-        "title": f.code,
+        "title": f"{rule.name} ({f.code})" if rule is not None else f.code,
     }
     props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
     return f"::{command} {props}::{escape_data(f.message)}"

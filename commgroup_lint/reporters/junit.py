@@ -1,8 +1,9 @@
 """`--format junit`: JUnit XML in the shape ruff writes, for CI test-report viewers.
 
 One `testsuite` per file with findings, one failed `testcase` per finding (named
-`commgroup-lint.CODE`, with the file as `classname` and the position as attributes); a clean
-run is one suite holding one passing case, `No errors found`.
+`commgroup-lint.CODE`, with the file as `classname` and the position as attributes, its
+`failure` typed with the finding's severity); a clean run is one suite holding one passing
+case, `No errors found`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def render(result: LintResult) -> str:
         for f in cases:
             case = ET.SubElement(suite, "testcase", name=f"{NAME}.{f.code}", classname=classname,
                                  line=str(f.start.line), column=str(f.start.column))
-            failure = ET.SubElement(case, "failure", message=f.message)
+            failure = ET.SubElement(case, "failure", message=f.message, type=f.severity.value)
             failure.text = f"line {f.start.line}, col {f.start.column}, {f.message}"
     ET.indent(root, space="    ")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

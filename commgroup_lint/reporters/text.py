@@ -1,12 +1,19 @@
-"""`--format text`: `path:line:col: CODE message`, a code frame, and a summary line."""
+"""`--format text`: for people. Each finding as `path:line:col: CODE [*] message` (`[*]`: `--fix`
+applies its fix), a code frame and the fix's description; then a summary that says what the
+options can do about the findings (as ruff's does)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from commgroup_lint.engine import LintResult
-from commgroup_lint.model import Finding
+from commgroup_lint.fixer import applicable
+from commgroup_lint.model import Applicability, Finding
+
+if TYPE_CHECKING:
+    from rich.console import Console  # rich is imported only to print findings (see `print_findings`)
+
+GUTTER = 7  # the width of a code frame's `  12 | `
 
 
 def code_frame(text: str, f: Finding) -> str:
@@ -19,27 +26,51 @@ def code_frame(text: str, f: Finding) -> str:
     return f"{gutter}{line}\n{' ' * len(gutter)}{' ' * (f.start.column - 1)}{'^' * max(1, width)}"
 
 
-def print_findings(console: Console, result: LintResult) -> None:
+def help_line(f: Finding) -> str | None:
+    """`     = help: <the fix's description>`, saying when the fix is unsafe."""
+    if f.fix is None:
+        return None
+    unsafe = " (unsafe fix: applied with `--fix --unsafe-fixes`)" if f.fix.applicability is Applicability.UNSAFE else ""
+    return f"{' ' * (GUTTER - 2)}= help: {f.fix.description}{unsafe}"
+
+
+def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = False) -> None:
+    from rich.markup import escape
+
     for f in result.findings:
+        mark = "[*] " if applicable(f.fix, unsafe_fixes) else ""
         console.print(
-            f"[bold]{escape(f.path)}[/]:{f.start.line}:{f.start.column}: [bold red]{f.code}[/] {escape(f.message)}",
-            highlight=False, soft_wrap=True,
+            f"[bold]{escape(f.path)}[/]:{f.start.line}:{f.start.column}: [bold red]{f.code}[/] {escape(mark)}{escape(f.message)}",
+            soft_wrap=True,
         )
         frame = code_frame(result.sources.get(f.path, ""), f)
         if frame:
-            console.print(escape(frame), style="dim", highlight=False, soft_wrap=True)
+            console.print(escape(frame), style="dim", soft_wrap=True)
+        help_text = help_line(f)
+        if help_text is not None:
+            console.print(escape(help_text), style="cyan", soft_wrap=True)
 
 
-def summary_line(result: LintResult, fixed: int | None = None) -> str:
-    """`Found 3 findings (12 files checked).`; after `--fix`: `Fixed 2 findings, 1 remaining ...`."""
+def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = False) -> list[str]:
+    """`Found 3 findings (12 files checked).` (after `--fix`: `Fixed 2 findings, 1 remaining
+    (...)`), then how many of the findings `--fix` would fix, and how many fixes only
+    `--unsafe-fixes` enables."""
     n = len(result.findings)
     files = result.files_checked
     checked = f"{files} file{'s' if files != 1 else ''} checked"
     if fixed is not None:
-        return f"Fixed {fixed} finding{'s' if fixed != 1 else ''}, {n} remaining ({checked})."
-    if n == 0 and result.files_checked and not result.files_using_api:
+        lines = [f"Fixed {fixed} finding{'s' if fixed != 1 else ''}, {n} remaining ({checked})."]
+    elif n == 0 and result.files_checked and not result.files_using_api:
         profiles = ", ".join(result.profiles)
-        return f"No file uses a known group-bound allocation API; profiles: {profiles} ({checked})."
-    if n == 0:
-        return f"All clear: no findings ({checked})."
-    return f"Found {n} finding{'s' if n != 1 else ''} ({checked})."
+        lines = [f"No file uses a known group-bound allocation API; profiles: {profiles} ({checked})."]
+    elif n == 0:
+        lines = [f"All clear: no findings ({checked})."]
+    else:
+        lines = [f"Found {n} finding{'s' if n != 1 else ''} ({checked})."]
+    fixable = sum(applicable(f.fix, unsafe_fixes) for f in result.findings)
+    hidden = sum(f.fix is not None and not applicable(f.fix, unsafe_fixes) for f in result.findings)
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with `--fix{' --unsafe-fixes' if unsafe_fixes else ''}`.")
+    if hidden:
+        lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`.")
+    return lines

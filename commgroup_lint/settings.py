@@ -1,0 +1,87 @@
+"""What a run checks and how: a configuration file with the command line's overrides applied.
+
+The command line and the language server both go through `Settings`, so an editor sees the
+findings `check` prints: the same selection, profile, excludes, project context and cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from commgroup_lint.cache import Cache, cache_directory, cache_key
+from commgroup_lint.config import Config, configured_profile
+from commgroup_lint.discovery import Discovered, discover, is_skipped
+from commgroup_lint.engine import Linter, LintResult
+from commgroup_lint.git import IgnoreRules
+from commgroup_lint.model import Confidence, RuleSelection
+from commgroup_lint.options import resolve_selection
+from commgroup_lint.profile import Profile
+from commgroup_lint.project import context_files, import_roots, project_root
+
+
+@dataclass(frozen=True)
+class Settings:
+    config: Config
+    profile: Profile
+    selection: RuleSelection
+    exclude: tuple[str, ...]  # anchored patterns (see `config.anchor`)
+    force_exclude: bool
+    respect_gitignore: bool
+    root: Path | None  # the project root (see `project`); None: no project
+    frontend: str = "ast"
+    cache: bool = True
+    min_confidence: Confidence = Confidence.MEDIUM
+
+    @classmethod
+    def resolve(cls, config: Config, paths: Sequence[str], *, select: tuple[str, ...] = (),
+                extend_select: tuple[str, ...] = (), ignore: tuple[str, ...] = (),
+                exclude: tuple[str, ...] | None = None, extend_exclude: tuple[str, ...] = (),
+                force_exclude: bool | None = None, respect_gitignore: bool | None = None,
+                profile: str | None = None, frontend: str = "ast", cache: bool = True,
+                min_confidence: Confidence | None = None) -> Settings:
+        """`config` overridden by what was given (None or empty: not given); `profile` names
+        shipped profiles, comma-separated. Raises `ProfileError` for an unknown profile."""
+        names = [n.strip() for n in profile.split(",") if n.strip()] if profile else None
+        return cls(
+            config=config,
+            profile=configured_profile(config, names),
+            selection=resolve_selection(config, select, extend_select, ignore),
+            exclude=(exclude if exclude is not None else config.exclude) + config.extend_exclude + extend_exclude,
+            force_exclude=config.force_exclude if force_exclude is None else force_exclude,
+            respect_gitignore=config.respect_gitignore if respect_gitignore is None else respect_gitignore,
+            root=project_root(config, paths),
+            frontend=frontend,
+            cache=cache,
+            min_confidence=min_confidence or config.min_confidence or Confidence.MEDIUM,
+        )
+
+    def discover(self, paths: Sequence[str]) -> list[Discovered]:
+        """The files to check under `paths`; raises `PathNotFound`."""
+        return discover(paths, self.exclude, self.force_exclude, self.respect_gitignore)
+
+    def skips(self, name: str) -> bool:
+        """Whether a file named directly is excluded, or ignored by git (what `--force-exclude`
+        applies to named files)."""
+        return is_skipped(name, self.exclude, IgnoreRules() if self.respect_gitignore else None)
+
+    def context(self, paths: Sequence[str]) -> list[Discovered]:
+        """The project's other files, which the index reads for the helpers those under `paths` use."""
+        if self.root is None:
+            return []
+        roots = import_roots(self.root, self.config.src)
+        return context_files(roots, paths, self.exclude, self.respect_gitignore)
+
+    def linter(self) -> Linter:
+        linter = Linter(self.profile, self.selection, per_file_ignores=self.config.per_file_ignores,
+                        frontend=self.frontend, min_confidence=self.min_confidence)
+        if self.cache:
+            linter.cache = Cache(cache_directory(self.root), cache_key(*linter.cache_settings()))
+        return linter
+
+    def lint(self, paths: Sequence[str], files: Sequence[Discovered],
+             progress: Callable[[], None] | None = None) -> tuple[Linter, LintResult]:
+        """Check `files` (found under `paths`) with the rest of the project as context."""
+        linter = self.linter()
+        return linter, linter.lint(files, progress, context=self.context(paths))
