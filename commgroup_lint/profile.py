@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from commgroup_lint import toml
+from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
 
 class ProfileError(Exception):
@@ -73,6 +74,8 @@ class Profile:
     tensor_factories: frozenset[str] = frozenset()  # by final name: `torch.empty` or a method `new_empty`
     pinned: frozenset[str] = frozenset()
     """Names the user's configuration describes: a definition in the scanned code never overrides them."""
+    runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
+    """The `[runtime]` table: what only the runtime shim needs (see `runtime_profile`)."""
 
     def merged(self, other: "Profile") -> "Profile":
         """This profile extended (and overridden, entry by entry) by `other`."""
@@ -93,6 +96,7 @@ class Profile:
             pinned=self.pinned | frozenset(
                 [*other.getters, *other.sizes, *other.allocators, *other.contexts, *other.collectives]
             ),
+            runtime=self.runtime.merged(other.runtime),
         )
 
 
@@ -111,7 +115,7 @@ def load_shipped(name: str) -> Profile:
 
 _TOP_KEYS = {
     "profile", "groups", "getters", "group_attributes", "sizes", "single_rank", "allocators",
-    "contexts", "collective_methods", "collectives", "local_copies", "tensor_factories",
+    "contexts", "collective_methods", "collectives", "local_copies", "tensor_factories", "runtime",
 }
 
 
@@ -136,6 +140,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         collectives={k: reader.collective(v, f"collectives.{k}") for k, v in reader.table(data, "collectives").items()},
         local_copies=frozenset(reader.strings(reader.table(data, "local_copies"), "names", "local_copies")),
         tensor_factories=frozenset(reader.strings(reader.table(data, "tensor_factories"), "names", "tensor_factories")),
+        runtime=parse_runtime(reader, reader.table(data, "runtime")),
     )
 
 
