@@ -5,9 +5,10 @@ caller's behalf (``get_local_dp_buffer``, ``dp_gather_partial``, a group coordin
 ``all_reduce``). The site reported is the line in the model that calls the helper, which
 is the line the static linter reports.
 
-A module is a helper when its name is one of the configured helper modules (or inside
-one of them), or when it sets ``__commgroup_lint_helper__ = True`` at module level.
-A single function is a helper when decorated with :func:`helper`.
+A module is a helper when its name is one of the profile's helper modules (or inside one of
+them), or when it sets ``__commgroup_lint_helper__ = True`` at module level. A single
+function is a helper when the profile names it as an allocator or a collective, or when it
+is decorated with :func:`helper`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ from __future__ import annotations
 import sys
 
 from ._report import Site
-
-#: SGLang's modules whose functions allocate bound buffers or run collectives for the caller.
-DEFAULT_HELPER_MODULES = (
-    "sglang.srt.layers.dp_attention",
-    "sglang.srt.distributed",
-)
 
 #: Always skipped: torch itself, the shim, and the stdlib glue between them and the user.
 _ALWAYS_SKIPPED = (
@@ -54,7 +49,7 @@ class SiteFinder:
     and allocates nothing.
     """
 
-    def __init__(self, helper_modules=DEFAULT_HELPER_MODULES):
+    def __init__(self, helper_modules=()):
         self.prefixes = tuple(_ALWAYS_SKIPPED) + tuple(helper_modules)
         self._module_cache: dict[str, bool] = {}
         self._code_cache: dict = {}  # code object -> skipped?

@@ -72,15 +72,10 @@ class _Intervals:
         return len(self.starts)
 
 
-_DEVICE_KEYS: dict = {}  # torch.device -> (type, index): tensor.device makes a new object each call
-
-
 def _device_key(tensor):
-    dev = tensor.device
-    key = _DEVICE_KEYS.get(dev)
-    if key is None:
-        key = _DEVICE_KEYS[dev] = (dev.type, dev.index)
-    return key
+    """The device's index, -1 for the CPU (``get_device`` is the cheapest query, and one process
+    uses one accelerator type)."""
+    return tensor.get_device()
 
 
 class BindingTable:
@@ -128,17 +123,15 @@ class BindingTable:
 
     def lookup(self, tensor):
         """The record and the registered-segment groups of the memory ``tensor`` views."""
-        if not self._buffers and not self._segments:
+        buffers, segments = self._buffers, self._segments
+        if not buffers and not segments:
             return None, None
         dev = _device_key(tensor)
-        table = self._buffers.get(dev)
-        segs = self._segments.get(dev)
+        table, segs = buffers.get(dev), segments.get(dev)
         if table is None and segs is None:
             return None, None
         addr = tensor.data_ptr()
-        rec = table.get(addr) if table else None
-        seg = segs.get(addr) if segs else None
-        return rec, seg
+        return (table.get(addr) if table is not None else None), (segs.get(addr) if segs is not None else None)
 
     def has_storage(self, tensor) -> bool:
         table = self._buffers.get(_device_key(tensor))
@@ -175,3 +168,7 @@ class BindingTable:
             self._buffers.clear()
             self._segments.clear()
             self._refs.clear()
+
+
+#: The one table of bindings of this process.
+TABLE = BindingTable()
