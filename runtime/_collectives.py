@@ -188,8 +188,14 @@ class CollectiveHooks:
         self.libraries.extend(libraries.values())
 
 
-def _group_name_ops() -> Iterator[tuple[str, str, str, int]]:
-    """``(namespace, op[.overload], name users know, position of group_name)``."""
+@functools.cache
+def _group_name_ops() -> tuple[tuple[str, str, str, int], ...]:
+    """``(namespace, op[.overload], name users know, position of group_name)`` for every op of
+    ``OP_NAMESPACES`` with a ``group_name``: a point-to-point op is not a collective."""
+    return tuple(_scan_ops())
+
+
+def _scan_ops() -> Iterator[tuple[str, str, str, int]]:
     for qualified in torch._C._dispatch_get_all_op_names():
         namespace, _, op = qualified.partition("::")
         if namespace not in OP_NAMESPACES:

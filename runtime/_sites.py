@@ -13,6 +13,7 @@ is decorated with :func:`helper`.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ._report import Site
@@ -27,6 +28,16 @@ _ALWAYS_SKIPPED = (
     "warnings",
     "importlib",
 )
+
+#: Code torch generates at run time is torch's too: an FX graph's forward, and code whose
+#: file name is a torch source file with a suffix (AOTAutograd's generated wrappers).
+_GENERATED = "<eval_with_key>"
+
+
+def _torch_dir() -> str | None:
+    torch = sys.modules.get("torch")
+    file = getattr(torch, "__file__", None)
+    return os.path.dirname(file) + os.sep if file else None
 
 _HELPER_CODES: set = set()
 _HELPER_VERSION = [0]  # bumped by helper(): finders drop their per-code verdicts
@@ -69,7 +80,13 @@ class SiteFinder:
         if self._version != _HELPER_VERSION[0]:
             self._code_cache.clear()
             self._version = _HELPER_VERSION[0]
-        skipped = code in _HELPER_CODES or self._module_skipped(frame.f_globals.get("__name__", ""), frame.f_globals)
+        torch_dir = _torch_dir()
+        skipped = (
+            code in _HELPER_CODES
+            or code.co_filename.startswith(_GENERATED)
+            or (torch_dir is not None and code.co_filename.startswith(torch_dir))
+            or self._module_skipped(frame.f_globals.get("__name__", ""), frame.f_globals)
+        )
         self._code_cache[code] = skipped
         return skipped
 
