@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ._check import checked
 from ._imports import say
 from ._patch import Patcher
 from ._state import TLS, Active
@@ -86,18 +87,19 @@ def hands_over(func: Callable[..., Any]) -> bool:
     )
 
 
+def _remaps() -> dict[Any, Any]:
+    """torch.compile's table of the collectives it rewrites into functional ones."""
+    from torch.distributed import _functional_collectives
+
+    return _functional_collectives.traceable_collective_remaps
+
+
 def _position(func: Callable[..., Any], name: str) -> int | None:
     try:
         params = list(inspect.signature(func).parameters)
     except (TypeError, ValueError):  # pragma: no cover - a builtin
         return None
     return params.index(name) if name in params else None
-
-
-def _group(args: tuple, kwargs: dict, position: int | None, keyword: str) -> Any:
-    if keyword in kwargs:
-        return kwargs[keyword]
-    return args[position] if position is not None and position < len(args) else None
 
 
 def _unchecked(body: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -137,34 +139,30 @@ class CollectiveHooks:
                 return True
             return orig_has(relevant_args)
 
+        bodies = {public: checked(body, name, position) for public, (name, position, body) in specs.items()}
+
         def handle_torch_function(public: Any, relevant_args: Any, *args: Any, **kwargs: Any) -> Any:
-            shim = Active.shim
-            spec = specs.get(public)
-            if shim is None or TLS.depth or spec is None:
+            body = bodies.get(public)
+            if Active.shim is None or TLS.depth or body is None:
                 if orig_has(relevant_args):
                     return orig_handle(public, relevant_args, *args, **kwargs)
                 return _unchecked(inspect.unwrap(public), args, kwargs)
-            name, position, body = spec
-            return shim.check(name, body, args, kwargs, _group(args, kwargs, position, "group"))
+            return body(*args, **kwargs)
 
         self.patcher.set(c10d, "has_torch_function", has_torch_function)
         self.patcher.set(c10d, "handle_torch_function", handle_torch_function)
 
     def _wrap_attribute(self, func: Callable[..., Any], spec: Spec) -> Callable[..., Any]:
         name, position, _ = spec
-
-        @functools.wraps(func)
-        def collective(*args: Any, **kwargs: Any) -> Any:
-            shim = Active.shim
-            # compiling() first: torch.compile then traces the original (which it remaps to a
-            # functional collective, checked by its kernel), never the thread-local below.
-            if shim is None or shim.compiling() or TLS.depth:
-                return func(*args, **kwargs)
-            return shim.check(name, func, args, kwargs, _group(args, kwargs, position, "group"))
-
+        collective = functools.wraps(func)(checked(func, name, position))
         for module in (dist.distributed_c10d, dist):
             if getattr(module, func.__name__, None) is func:
                 self.patcher.set(module, func.__name__, collective)
+        # torch.compile rewrites the collectives it knows into functional ones (checked by
+        # their kernels when the compiled code runs); it must know the wrapper as the original.
+        remaps = _remaps()
+        if func in remaps:
+            self.patcher.set_item(remaps, collective, remaps[func])
         return collective
 
     def _hook_ops(self) -> None:
@@ -213,10 +211,8 @@ def _op_kernel(original: Any, name: str, position: int) -> Callable[..., Any]:
     call = original.call_boxed
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        shim = Active.shim
-        if shim is None or TLS.depth:
+        if Active.shim is None or TLS.depth:
             return call(keyset, *args, **kwargs)
-        group = args[position] if position < len(args) else kwargs.get("group_name")
-        return shim.check(name, functools.partial(call, keyset), args, kwargs, group)
+        return checked(functools.partial(call, keyset), name, position, "group_name")(*args, **kwargs)
 
     return kernel

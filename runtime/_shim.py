@@ -16,9 +16,10 @@ from typing import Any
 import torch
 
 from . import _binding, _knowledge, _log, _registration
+from ._check import checked
 from ._collectives import CollectiveHooks
 from ._divergence import Divergence
-from ._groups import _ProcessGroup, as_process_group, group_label, rank
+from ._groups import group_label, rank
 from ._knowledge import Knowledge
 from ._patch import Patcher
 from ._report import (
@@ -30,7 +31,7 @@ from ._report import (
     check_mode,
 )
 from ._sites import SiteFinder
-from ._state import TLS, Active
+from ._state import Active
 from ._table import TABLE
 from ._targets import Targets
 
@@ -67,58 +68,42 @@ class Shim:
         self.patcher.restore()
 
     # -- what the hooks call ---------------------------------------------------------------
+    checked = staticmethod(checked)
     compiling = staticmethod(_is_compiling)
     start_binding = staticmethod(_binding.start_binding)
     end_binding = staticmethod(_binding.end_binding)
     bind_result = staticmethod(_binding.bind_result)
 
-    def check(self, name: str, call: Callable[..., Any], args: tuple, kwargs: dict, group: Any) -> Any:
-        """Check one collective, then run it (``call``); what it runs is not checked again.
+    def verdicts(self, name: str, args: tuple, kwargs: dict, pg: Any) -> list[Violation]:
+        """The violations of one collective on ``pg`` (the slow path of :func:`checked`)."""
+        found = []
+        flags: list[int] | None = [] if self.divergence is not None else None
+        for t in _binding.tensor_args(args, kwargs):
+            rec, seg = TABLE.lookup(t)
+            if flags is not None:
+                flags.append(int(rec is not None or seg is not None))
+            v = self._verdict(name, rec, seg, pg)
+            if v is not None:
+                found.append(v)
+        if flags and self.divergence is not None:
+            v = self.divergence.check(name, pg, flags, args, kwargs)
+            if v is not None:
+                found.append(v)
+        return found
 
-        The hot path of the shim: the passing case (no bound buffer, or one bound to and
-        registered with this very group) is decided inline, building nothing."""
-        pg = group if type(group) is _ProcessGroup else as_process_group(group)
-        TLS.depth += 1
-        try:
-            found = None
-            flags: list[int] | None = [] if self.divergence is not None else None
-            lookup = TABLE.lookup
-            for t in _binding.tensor_args(args, kwargs):
-                rec, seg = lookup(t)
-                if rec is None and seg is None:
-                    if flags is not None:
-                        flags.append(0)
-                    continue
-                if flags is not None:
-                    flags.append(1)
-                if rec is not None:
-                    alloc, registered = rec.alloc_group, rec.registered
-                else:
-                    alloc, registered = None, ()
-                if (alloc is None or alloc is pg) and (
-                    (not registered and not seg) or pg in registered or (seg is not None and pg in seg)
-                ):
-                    continue
-                v = self._verdict(name, rec, seg, pg)
-                if v is not None:
-                    found = [*(found or ()), v]
-            if flags and self.divergence is not None:
-                v = self.divergence.check(name, pg, flags, args, kwargs)
-                if v is not None:
-                    found = [*(found or ()), v]
-            if found is None:
-                return call(*args, **kwargs)
-            # Recorded (and warned) before the call, so a collective that fails still leaves
-            # its verdict; raised after it in assert mode, so that the other ranks never hang.
-            raise_after = [v for v in found if self.emit(v)]
-            out = call(*args, **kwargs)
-        finally:
-            TLS.depth -= 1
+    def report(self, found: list[Violation], call: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """Record the violations of a collective, run it, then raise in assert mode. Recorded
+        (and warned) before the call, so a collective that fails still leaves its verdict;
+        raised after it, so that the other ranks never hang."""
+        raise_after = [v for v in found if self.emit(v)]
+        out = call(*args, **kwargs)
         if raise_after:
             raise GroupMismatchError(raise_after[0])
         return out
 
     def _verdict(self, name: str, rec: Any, seg: Any, pg: Any) -> Violation | None:
+        if rec is None and seg is None:
+            return None
         alloc = rec.alloc_group if rec is not None else None
         registered = set(rec.registered) if rec is not None else set()
         if seg:

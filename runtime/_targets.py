@@ -167,7 +167,8 @@ def _group_method(func: Callable[..., Any], name: str, group_attr: str) -> Calla
         shim = _active()
         if shim is None or TLS.depth:
             return func(self, *args, **kwargs)
-        return shim.check(name, functools.partial(func, self), args, kwargs, getattr(self, group_attr, None) or self)
+        group = getattr(self, group_attr, None) or self
+        return shim.checked(functools.partial(func, self), name, group=group)(*args, **kwargs)
 
     return method
 
