@@ -181,7 +181,7 @@ class CollectiveHooks:
                         continue
                     if namespace not in libraries:
                         libraries[namespace] = torch.library.Library(namespace, "IMPL")
-                    kernel = _op_kernel(get_kernel(qualified, key), name, position)
+                    kernel = _op_kernel(_original(qualified, key, get_kernel), name, position)
                     libraries[namespace].impl(op, kernel, key, with_keyset=True)
         self.libraries.extend(libraries.values())
 
@@ -207,9 +207,25 @@ def _scan_ops() -> Iterator[tuple[str, str, str, int]]:
             yield namespace, op, name, params.index("group_name")
 
 
-def _op_kernel(original: Any, name: str, position: int) -> Callable[..., Any]:
-    call = original.call_boxed
+def _original(qualified: str, key: str, get_kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """How to call the kernel the shim's replaces: ``call(keyset, *args, **kwargs)``.
 
+    The functional collectives' kernel is their CompositeExplicitAutograd one, called through
+    the dispatcher for that key, which releases the GIL as any op call does: a gloo worker
+    thread may need it before the collective completes (held, as ``call_boxed`` holds it, the
+    ranks deadlock). A kernel registered for the device itself (symmetric-memory ops on
+    CUDA, which call nothing back) is called as it was retrieved."""
+    if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeExplicitAutograd"):
+        namespace, _, op = qualified.partition("::")
+        base, _, overload = op.partition(".")
+        packet = getattr(getattr(torch.ops, namespace), base)
+        call = functools.partial(getattr(packet, overload or "default")._op_dk,
+                                 torch._C.DispatchKey.CompositeExplicitAutograd)
+        return lambda keyset, *args, **kwargs: call(*args, **kwargs)
+    return get_kernel(qualified, key).call_boxed
+
+
+def _op_kernel(call: Callable[..., Any], name: str, position: int) -> Callable[..., Any]:
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if Active.shim is None or TLS.depth:
             return call(keyset, *args, **kwargs)

@@ -74,8 +74,8 @@ MAIN = textwrap.dedent(
 UNRELATED_TEST = "import torch\n\n\ndef test_unrelated():\n    assert torch.ones(2).sum().item() == 2.0\n"
 
 
-def line_of(marker: str) -> int:
-    return next(i for i, text in enumerate(MAIN.splitlines(), 1) if text.rstrip().endswith(f"# {marker}"))
+def line_of(marker: str, source: str = MAIN) -> int:
+    return next(i for i, text in enumerate(source.splitlines(), 1) if text.rstrip().endswith(f"# {marker}"))
 
 
 def make_project(root: Path) -> Path:
@@ -88,6 +88,64 @@ def make_project(root: Path) -> Path:
     return root
 
 
+# Megatron-Core's own NCCL allocator: a pool registered with a group (``register_mem_pool``) at
+# the exit of ``nccl_mem(pool, group=...)``. Declared to the shim as a context (the Megatron
+# profile's entry, written here as a user would); ``init()`` is never called (it turns NVLink
+# multicast on).
+MEGATRON_PYPROJECT = textwrap.dedent(
+    """\
+    [tool.commgroup-lint.extend-profile.contexts."megatron.core.nccl_allocator.nccl_mem"]
+    param = "group"
+    index = 3
+    """
+)
+
+MEGATRON_MAIN = textwrap.dedent(
+    """\
+    import multiprocessing
+    import sys
+
+    import torch
+    import torch.distributed as dist
+    from megatron.core import nccl_allocator
+
+
+    def rank_main(rank, init):
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=2,
+                                device_id=torch.device("cuda", rank))
+        dp = dist.new_group([0, 1])
+        other = dist.new_group([0, 1])
+        pool = nccl_allocator.create_nccl_mem_pool(symmetric=True)
+        with nccl_allocator.nccl_mem(pool, group=dp):
+            buf = torch.ones(1 << 20, device="cuda")  # ALLOCATION
+        dist.all_reduce(buf, group=dp)  # RIGHT GROUP
+        dist.all_reduce(buf, group=other)  # WRONG GROUP
+        torch.cuda.synchronize()
+        print("sum", buf[0].item(), flush=True)
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+    if __name__ == "__main__":
+        spawn = multiprocessing.get_context("spawn")
+        ranks = [spawn.Process(target=rank_main, args=(r, sys.argv[1])) for r in range(2)]
+        for p in ranks:
+            p.start()
+        for p in ranks:
+            p.join(300)
+        sys.exit(max(p.exitcode or 0 for p in ranks))
+    """
+)
+
+
+def make_megatron_project(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(MEGATRON_PYPROJECT)
+    (root / "main.py").write_text(MEGATRON_MAIN)
+    return root
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without the shim's variables (the GPU host's multicast settings are kept)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMMGROUP_LINT_RUNTIME") and k != "RANK"}
@@ -95,9 +153,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_ranks(root: Path, log: Path, device: str, mode: str = "report") -> subprocess.CompletedProcess[str]:
+def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report") -> subprocess.CompletedProcess[str]:
+    """``main.py INIT ARGV...`` in ``root``, the shim on through the environment only."""
     init = "file://" + str(root / "store")
     return subprocess.run(
-        [sys.executable, "main.py", init, device], cwd=root, capture_output=True, text=True, timeout=300,
+        [sys.executable, "main.py", init, *argv], cwd=root, capture_output=True, text=True, timeout=540,
         env=clean_env(COMMGROUP_LINT_RUNTIME=mode, COMMGROUP_LINT_RUNTIME_LOG=str(log)),
     )

@@ -194,6 +194,14 @@ def scenario_symm(args):
             result["symm_sum"] = float(t[0])
         except Exception:
             result["symm_error"] = traceback.format_exc()[-1500:]
+        try:  # a symmetric-memory op on another group than the rendezvous (no multicast needed)
+            s = symm.empty(4096, device=device)
+            symm.rendezvous(s, tp)
+            s.fill_(1.0)
+            torch.ops.symm_mem.one_shot_all_reduce(s, "sum", other.group_name)
+            torch.cuda.synchronize()
+        except Exception:
+            result["symm_op_error"] = traceback.format_exc()[-1500:]
         try:
             backend = tp._get_backend(device)
             pool = torch.cuda.MemPool(backend.mem_allocator)
@@ -208,6 +216,57 @@ def scenario_symm(args):
         except Exception:
             result["pool_error"] = traceback.format_exc()[-1500:]
     result["violations"] = [v.as_dict() for v in ctx.violations]
+    return result
+
+
+def _line():
+    return sys._getframe(1).f_lineno
+
+
+def scenario_captured(args):
+    """Compiled and captured code on CUDA. In a ``torch.compile``d function (fullgraph) the
+    wrong-group all-reduce runs as a functional collective, checked by its kernel; in a CUDA
+    graph it is checked when captured, and replays are not re-checked. Outputs are the same
+    with and without the shim."""
+    from commgroup_lint import runtime
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    tp = runtime.name_group(dist.new_group([0, 1], group_desc="tp"), "tp")
+    other = runtime.name_group(dist.new_group([0, 1], group_desc="other"), "other")
+    with runtime.simulated_symmetric_memory(tp, register=False):
+        buf = torch.ones(4096, device=device); compiled_line = _line()  # noqa: E702
+        graph_buf = torch.ones(4096, device=device); graph_line = _line()  # noqa: E702
+
+    def step(x, t):
+        dist.all_reduce(t, group=other)
+        return x * 2 + t
+
+    compiled = torch.compile(step, fullgraph=True)
+    x = torch.arange(4096.0, device=device)
+    plain = compiled(x, buf.clone())
+    with runtime.enforce("report") as ctx:
+        shimmed = compiled(x, buf)
+    torch.cuda.synchronize()
+    result = {
+        "compiled": [v.as_dict() for v in ctx.violations], "compiled_line": compiled_line,
+        "compiled_equal": torch.equal(plain.view(torch.int32), shimmed.view(torch.int32)),
+    }
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # NCCL warms up before a capture
+        for _ in range(3):
+            dist.all_reduce(torch.ones(4096, device=device), group=other)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with runtime.enforce("report") as ctx:
+        with torch.cuda.graph(graph):
+            dist.all_reduce(graph_buf, group=other)
+        captured = len(ctx.violations)
+        for _ in range(2):
+            graph.replay()
+        torch.cuda.synchronize()
+    result.update(graph=[v.as_dict() for v in ctx.violations], graph_line=graph_line, captured=captured,
+                  graph_value=float(graph_buf[0]))  # ones, all-reduced twice over two ranks: 4
     return result
 
 
@@ -233,7 +292,8 @@ def scenario_probe(args):
     return {"seen": seen, "torch": torch.__version__}
 
 
-SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence, "symm": scenario_symm, "probe": scenario_probe}
+SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence, "symm": scenario_symm,
+             "captured": scenario_captured, "probe": scenario_probe}
 
 
 def main():
