@@ -76,17 +76,6 @@ def collective_specs() -> dict[Callable[..., Any], Spec]:
     return specs
 
 
-def hands_over(func: Callable[..., Any]) -> bool:
-    """Whether a collective hands itself to ``handle_torch_function``, or delegates to one
-    that does (torch 2.13's ``all_gather_into_tensor`` runs ``all_gather_single``)."""
-    code = getattr(inspect.unwrap(func), "__code__", None)
-    names = set(code.co_names) if code is not None else set()
-    c10d = dist.distributed_c10d
-    return "handle_torch_function" in names or any(
-        n in names and n != func.__name__ and getattr(c10d, n, None) is not None for n in COLLECTIVE_NAMES
-    )
-
-
 def _remaps() -> dict[Any, Any]:
     """torch.compile's table of the collectives it rewrites into functional ones."""
     from torch.distributed import _functional_collectives

@@ -82,18 +82,9 @@ class Divergence:
                 break
         bound = [ranks[i] for i, r in enumerate(rows) if any(r)]
         unbound = [ranks[i] for i, r in enumerate(rows) if not all(r)]
-        return Violation(
-            code=RANK_DIVERGENCE,
-            message=(
-                f"CGL006 ranks disagree on whether the buffers of {name} on group '{group_label(pg)}' "
-                f"at {coll.short()} are group-bound: bound on ranks {bound}, unbound on ranks {unbound}"
-            ),
-            path=alloc.path,
-            line=alloc.line,
-            collective=name,
-            collective_path=coll.path,
-            collective_line=coll.line,
-            collective_group=group_label(pg),
-            rank=rank(),
-            details={"bound_ranks": bound, "unbound_ranks": unbound},
+        message = (
+            f"CGL006 ranks disagree on whether the buffers of {name} on group '{group_label(pg)}' "
+            f"at {coll.short()} are group-bound: bound on ranks {bound}, unbound on ranks {unbound}"
         )
+        return Violation.at(RANK_DIVERGENCE, message, alloc, name, coll, collective_group=group_label(pg),
+                            rank=rank(), details={"bound_ranks": bound, "unbound_ranks": unbound})

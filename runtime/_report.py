@@ -68,6 +68,14 @@ class Violation:
     rank: int | None = None
     details: dict = field(default_factory=dict, compare=False, hash=False)
 
+    @classmethod
+    def at(cls, code: str, message: str, allocation: Site, collective: str, site: Site, *,
+           buffer_group: str = "", collective_group: str = "", rank: int | None = None,
+           details: dict | None = None) -> Violation:
+        """A verdict on the buffer allocated at ``allocation``, used by ``collective`` at ``site``."""
+        return cls(code, message, allocation.path, allocation.line, collective, site.path, site.line,
+                   buffer_group, collective_group, rank, details or {})
+
     def key(self) -> tuple:
         """Identity for de-duplication: the same bug seen again on the next step."""
         return (self.code, self.path, self.line, self.collective_path, self.collective_line)

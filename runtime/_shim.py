@@ -130,18 +130,8 @@ class Shim:
                 f"'{group_label(alloc)}'; {name} on group '{group_label(pg)}' at {coll.short()} "
                 "does not get the symmetric path"
             )
-        return Violation(
-            code=code,
-            message=message,
-            path=site.path,
-            line=site.line,
-            collective=name,
-            collective_path=coll.path,
-            collective_line=coll.line,
-            buffer_group=group_label(bound),
-            collective_group=group_label(pg),
-            rank=rank(),
-        )
+        return Violation.at(code, message, site, name, coll, buffer_group=group_label(bound),
+                            collective_group=group_label(pg), rank=rank())
 
     def emit(self, v: Violation) -> bool:
         """Record ``v`` (once per distinct bug); True when it must be raised (assert mode)."""

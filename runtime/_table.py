@@ -208,12 +208,6 @@ class BindingTable:
             if table is not None:
                 table.remove(start)
 
-    def clear(self) -> None:
-        with self._lock:
-            self.buffers.clear()
-            self.segments.clear()
-            self._refs.clear()
-
 
 #: The one table of bindings of this process.
 TABLE = BindingTable()

@@ -49,7 +49,8 @@ MAIN = textwrap.dedent(
     def rank_main(rank, init, device):
         if device == "cuda":
             torch.cuda.set_device(rank)
-        dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=init, rank=rank, world_size=2)
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=init, rank=rank, world_size=2)
         group = dist.new_group([0, 1])
         other = dist.new_group([0, 1])
         with symmetric(group):
@@ -71,6 +72,19 @@ MAIN = textwrap.dedent(
     """
 )
 
+# The same ranks under torchrun (env:// rendezvous, one process per rank).
+TORCHRUN_MAIN = textwrap.dedent(
+    """\
+    import torch.distributed as dist
+
+    from main import rank_main
+
+    if __name__ == "__main__":
+        dist.init_process_group("gloo")  # torchrun's environment; rank_main's own init is skipped
+        rank_main(dist.get_rank(), None, "cpu")
+    """
+)
+
 UNRELATED_TEST = "import torch\n\n\ndef test_unrelated():\n    assert torch.ones(2).sum().item() == 2.0\n"
 
 
@@ -84,6 +98,7 @@ def make_project(root: Path) -> Path:
     (root / "mypkg" / "alloc.py").write_text(ALLOC)
     (root / "pyproject.toml").write_text(PYPROJECT)
     (root / "main.py").write_text(MAIN)
+    (root / "torchrun_main.py").write_text(TORCHRUN_MAIN)
     (root / "test_unrelated.py").write_text(UNRELATED_TEST)
     return root
 

@@ -54,6 +54,19 @@ def test_the_log_renders_as_sarif(project: Path, logged: list[dict]) -> None:
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == line_of("ALLOCATION")
 
 
+def test_torchrun_ranks_are_covered_and_the_summary_is_printed_once(project: Path) -> None:
+    log = project / "torchrun.jsonl"
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "torchrun_main.py"], cwd=project, capture_output=True, text=True, timeout=300,
+        env=clean_env(COMMGROUP_LINT_RUNTIME="warn", COMMGROUP_LINT_RUNTIME_LOG=str(log)),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted((r["line"], r["rank"]) for r in records) == [(line_of("ALLOCATION"), 0), (line_of("ALLOCATION"), 1)]
+    assert out.stderr.count("commgroup-lint runtime: 1 violation(s)") == 1  # rank 0's, not one per rank
+
+
 def test_a_bad_value_leaves_an_unrelated_pytest_run_passing(project: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_unrelated.py"],
