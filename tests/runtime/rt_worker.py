@@ -194,14 +194,16 @@ def scenario_symm(args):
             result["symm_sum"] = float(t[0])
         except Exception:
             result["symm_error"] = traceback.format_exc()[-1500:]
-        try:  # a symmetric-memory op on another group than the rendezvous (no multicast needed)
-            s = symm.empty(4096, device=device)
-            symm.rendezvous(s, tp)
-            s.fill_(1.0)
+        # A symmetric-memory op (no multicast needed) on another group than the rendezvous: the
+        # verdict comes before the call, whatever the op then makes of the buffer.
+        s = symm.empty(4096, device=device)
+        symm.rendezvous(s, tp)
+        s.fill_(1.0)
+        try:
             torch.ops.symm_mem.one_shot_all_reduce(s, "sum", other.group_name)
             torch.cuda.synchronize()
-        except Exception:
-            result["symm_op_error"] = traceback.format_exc()[-1500:]
+        except Exception as exc:
+            result["symm_op_raised"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:
             backend = tp._get_backend(device)
             pool = torch.cuda.MemPool(backend.mem_allocator)
