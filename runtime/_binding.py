@@ -95,12 +95,15 @@ DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 class _BindMode(TorchFunctionMode):
     """Records fresh storages created inside it as bound to ``group``. With ``pool`` they are
     also registered as that pool's scheme says; without, registration is left to the real
-    hooks (a NCCL mem pool, torch symmetric memory)."""
+    hooks (a NCCL mem pool, torch symmetric memory). Memory bound to several groups at once
+    (one pool registered with each) has no single allocation group: it is recorded as
+    registered with all of them."""
 
-    def __init__(self, group: Any, pool: SimulatedSymmetricPool | None) -> None:
+    def __init__(self, group: Any, pool: SimulatedSymmetricPool | None, registered: frozenset = frozenset()) -> None:
         super().__init__()
         self.group = group
         self.pool = pool
+        self.registered = registered
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -138,12 +141,16 @@ class _BindMode(TorchFunctionMode):
             TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, registered,
                                self.pool if block else None, block)
         else:
-            TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, ())
+            TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, self.registered)
 
 
 def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> _BindMode:
-    """Begin binding what is allocated to ``group``; end it with :func:`end_binding`."""
-    mode = _BindMode(as_process_group(group), pool)
+    """Begin binding what is allocated to ``group`` (or to each group of a list of them); end
+    it with :func:`end_binding`."""
+    if isinstance(group, _SEQUENCES):
+        mode = _BindMode(None, None, frozenset(as_process_group(g) for g in group))
+    else:
+        mode = _BindMode(as_process_group(group), pool)
     mode.__enter__()
     return mode
 

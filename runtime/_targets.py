@@ -132,7 +132,7 @@ def _patch_context_class(cls: type, spec: Context, patcher: Patcher) -> None:
         entered = enter(self)
         binding = getattr(self, "__dict__", {}).get(_BINDING)
         shim = _active()
-        if binding is not None and shim is not None:
+        if binding is not None and binding[1] is None and shim is not None:  # once: a patched base may have
             binding[1] = (shim, shim.start_binding(binding[0]))
         return entered
 

@@ -33,6 +33,10 @@ CONFIG = textwrap.dedent(
     param = "group"
     index = 3
 
+    [tool.commgroup-lint.extend-profile.contexts."cglproj.alloc.MultiPool"]
+    param = "groups"
+    index = 1
+
     [tool.commgroup-lint.extend-profile.allocators."cglproj.alloc.buffer"]
     param = "group"
     index = 1
@@ -74,6 +78,13 @@ ALLOC = textwrap.dedent(
             return False
 
 
+    class MultiPool(Pool):
+        \"\"\"Shaped like Megatron-Core's MultiGroupMemPoolAllocator(pool, groups).\"\"\"
+
+        def __init__(self, pool, groups):
+            self.groups = groups
+
+
     def buffer(n, group):
         return torch.empty(n)
 
@@ -103,7 +114,7 @@ GROUPS = textwrap.dedent(
 # The user's code imports the project's API by name, at module level.
 USER = textwrap.dedent(
     """\
-    from cglproj.alloc import Buffers, Pool, buffer, symmetric
+    from cglproj.alloc import Buffers, MultiPool, Pool, buffer, symmetric
     from cglproj.groups import Wrapper
     """
 )
@@ -173,6 +184,22 @@ def test_contexts_imported_before_the_shim_bind_at_the_allocation_line(project, 
     assert ctx.violations[2].buffer_group == "world"
     assert cglproj.alloc.symmetric is original and user.symmetric is original  # restored, aliases too
     assert "__enter__" in vars(Pool) and Pool.__enter__.__qualname__ == "Pool.__enter__"
+
+
+def test_a_context_over_several_groups_binds_to_each_of_them(project, groups) -> None:
+    a, b = groups
+    c = runtime.name_group(dist.new_group([0], group_desc="group_c"), "c")
+    from cglproj import user
+
+    modes = torch._C._len_torch_function_stack()
+    with runtime.enforce("report") as ctx:
+        with user.MultiPool(None, [a, b]):  # a subclass of a context class: bound once
+            buf = torch.ones(4); line = _line()  # noqa: E702
+        assert torch._C._len_torch_function_stack() == modes
+        dist.all_reduce(buf, group=a)
+        dist.all_reduce(buf, group=b)
+        dist.all_reduce(buf, group=c)
+    assert [(code, at, coll_group) for code, at, _, _, coll_group in _found(ctx)] == [("CGL002", line, "c")]
 
 
 def test_a_module_imported_while_the_shim_is_on_is_hooked_at_import(project, groups) -> None:
