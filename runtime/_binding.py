@@ -44,6 +44,14 @@ def tensor_args(args: tuple, kwargs: dict | None) -> list[Any]:
     return out
 
 
+def _direct_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
+    """The tensors passed directly (views are made of those; lists of tensors make new memory)."""
+    found = [a for a in args if isinstance(a, _Tensor)]
+    if kwargs:
+        found.extend(v for v in kwargs.values() if isinstance(v, _Tensor))
+    return found
+
+
 def finder() -> SiteFinder:
     """The active shim's site finder (it knows the profile's helpers), else a plain one."""
     shim = Active.shim
@@ -125,8 +133,8 @@ class _BindMode(TorchFunctionMode):
                 if not nbytes:
                     continue
                 ptr = storage.data_ptr()
-                if inputs is None:
-                    inputs = {x.untyped_storage().data_ptr() for x in tensor_args(args, kwargs)}
+                if inputs is None:  # a view of an argument (`x.view(...)`, `x[1:]`) is not fresh memory
+                    inputs = {x.untyped_storage().data_ptr() for x in _direct_tensors(args, kwargs)}
                 if ptr in inputs:
                     continue
                 dev = _device_key(t)

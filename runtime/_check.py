@@ -14,14 +14,12 @@ from ._groups import _ProcessGroup, as_process_group
 from ._state import TLS, Active
 from ._table import TABLE
 
-_UNSET = object()
-
-
 def checked(func: Callable[..., Any], name: str, position: int | None = None, keyword: str = "group",
-            group: Any = _UNSET) -> Callable[..., Any]:
+            group_attr: str | None = None) -> Callable[..., Any]:
     """``func``, a collective, with the shim's check in front: every hook ends here.
 
-    The group is the argument ``keyword`` (or at ``position``), or ``group`` when given. This
+    The group is the argument ``keyword`` (or at ``position``); for a method of a group
+    wrapper (``group_attr``), the wrapper's attribute of that name (or the wrapper). This
     is the shim's hot path, kept flat: the passing case (no argument bound, or every bound
     one allocated under and registered with this very group) is decided inline and builds
     nothing; anything else goes to :meth:`Shim.verdicts`. What ``func`` runs is not checked
@@ -31,14 +29,18 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
         shim = Active.shim
         if shim is None or TLS.depth:
             return func(*args, **kwargs)
-        g = group
-        if g is _UNSET:
-            g = kwargs[keyword] if keyword in kwargs else args[position] if position is not None and position < len(args) else None
+        if group_attr is not None:
+            g = getattr(args[0], group_attr, None) or args[0]
+        elif keyword in kwargs:
+            g = kwargs[keyword]
+        else:
+            g = args[position] if position is not None and position < len(args) else None
         pg = g if type(g) is _ProcessGroup else as_process_group(g)
         # Keyword arguments are scanned unless the group is all they hold (the usual call).
+        only_group = not kwargs or len(kwargs) == 1 and keyword in kwargs
         passing = shim.divergence is None and (
             not (TABLE.buffers or TABLE.segments)
-            or TABLE.passes(args, pg) and (not kwargs or len(kwargs) == 1 and keyword in kwargs or TABLE.passes(kwargs.values(), pg))
+            or TABLE.passes(args, pg) and (only_group or TABLE.passes(kwargs.values(), pg))
         )
         TLS.depth += 1
         try:

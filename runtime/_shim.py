@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from . import _binding, _knowledge, _log, _registration
-from ._check import checked
 from ._collectives import CollectiveHooks
 from ._divergence import Divergence
 from ._groups import group_label, rank
@@ -68,7 +67,6 @@ class Shim:
         self.patcher.restore()
 
     # -- what the hooks call ---------------------------------------------------------------
-    checked = staticmethod(checked)
     compiling = staticmethod(_is_compiling)
     start_binding = staticmethod(_binding.start_binding)
     end_binding = staticmethod(_binding.end_binding)

@@ -132,7 +132,7 @@ def _patch_context_class(cls: type, spec: Context, patcher: Patcher) -> None:
         entered = enter(self)
         binding = getattr(self, "__dict__", {}).get(_BINDING)
         shim = _active()
-        if binding is not None and binding[1] is None and shim is not None:  # once: a patched base may have
+        if binding is not None and binding[1] is None and shim is not None:  # a patched base may have
             binding[1] = (shim, shim.start_binding(binding[0]))
         return entered
 
@@ -162,13 +162,15 @@ def _allocator(func: Callable[..., Any], group: _Argument) -> Callable[..., Any]
 
 
 def _group_method(func: Callable[..., Any], name: str, group_attr: str) -> Callable[..., Any]:
+    from ._check import checked  # torch's side: patching happens once a shim is installed
+
+    check = checked(func, name, group_attr=group_attr)  # the group: the wrapper's `group_attr`
+
     @functools.wraps(func)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        shim = _active()
-        if shim is None or TLS.depth:
+        if _active() is None or TLS.depth:  # compiling first: torch.compile traces the original
             return func(self, *args, **kwargs)
-        group = getattr(self, group_attr, None) or self
-        return shim.checked(functools.partial(func, self), name, group=group)(*args, **kwargs)
+        return check(self, *args, **kwargs)
 
     return method
 
@@ -231,7 +233,8 @@ class Targets:
         k = self.knowledge
         raw = inspect.getattr_static(owner, attr)
         func = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
-        leading = 1 if isinstance(raw, classmethod) or (isinstance(owner, type) and isinstance(raw, types.FunctionType)) else 0
+        method = isinstance(owner, type) and isinstance(raw, types.FunctionType)
+        leading = 1 if method or isinstance(raw, classmethod) else 0  # self or cls, in args
         if name in k.helpers and isinstance(func, types.FunctionType):
             _sites.helper(inspect.unwrap(func))
         if name in k.group_classes and isinstance(obj, type):
