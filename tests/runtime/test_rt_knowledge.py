@@ -4,6 +4,7 @@ found as the linter finds its configuration; no engine name in the shim's code."
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -133,12 +134,17 @@ HELPERS = textwrap.dedent(
 )
 
 
+# A helper module declared by its own flag, not by the profile.
+FLAGGED = HELPERS.replace("import torch\n", "import torch\n\n__commgroup_lint_helper__ = True\n", 1)
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The user's package and configuration, the working directory at its root."""
     package = tmp_path / "cglproj"
     package.mkdir()
-    for name, text in {"__init__": "", "alloc": ALLOC, "groups": GROUPS, "user": USER, "helpers": HELPERS}.items():
+    sources = {"__init__": "", "alloc": ALLOC, "groups": GROUPS, "user": USER, "helpers": HELPERS, "flagged": FLAGGED}
+    for name, text in sources.items():
         (package / f"{name}.py").write_text(text)
     (tmp_path / "pyproject.toml").write_text(CONFIG)
     monkeypatch.chdir(tmp_path)
@@ -202,12 +208,12 @@ def test_a_context_over_several_groups_binds_to_each_of_them(project, groups) ->
     assert [(code, at, coll_group) for code, at, _, _, coll_group in _found(ctx)] == [("CGL002", line, "c")]
 
 
-def test_a_module_imported_while_the_shim_is_on_is_hooked_at_import(project, groups) -> None:
+@pytest.mark.parametrize("module", ["cglproj.helpers", "cglproj.flagged"])
+def test_a_module_imported_while_the_shim_is_on_is_hooked_at_import(project, groups, module) -> None:
     a, b = groups
     with runtime.enforce("report") as ctx:
-        from cglproj.helpers import make
-
-        buf = make(a); line = _line()  # noqa: E702  (a helper module: the caller's line)
+        make = importlib.import_module(module).make  # a helper (profile, or its own flag): the caller's line
+        buf = make(a); line = _line()  # noqa: E702
         dist.all_reduce(buf, group=b)
     assert [(code, at) for code, at, *_ in _found(ctx)] == [("CGL002", line)]
 
