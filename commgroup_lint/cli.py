@@ -288,6 +288,26 @@ def _exit_code(result: LintResult, exit_zero: bool = False) -> int:
     return EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN
 
 
+@main.command("runtime-log")
+@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="Output format; machine formats print only the document on stdout.")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False),
+              help="Write the report to this file instead of stdout.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when the log holds violations.")
+def runtime_log(log: str, output_format: str, output_file: str | None, exit_zero: bool) -> None:
+    """Report the runtime shim's log (COMMGROUP_LINT_RUNTIME_LOG) as findings.
+
+    One finding per distinct violation, at its allocation line, in any output format
+    (SARIF for code scanning, GitHub annotations, ...). Exits 1 when there are any.
+    """
+    from commgroup_lint.runtime._log import findings
+
+    result = LintResult(findings=findings(log))
+    _report(result, output_format, quiet=False, output_file=output_file)
+    sys.exit(EXIT_CLEAN if exit_zero else _exit_code(result))
+
+
 @main.command("rules")
 @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
               help="Style the table: on a terminal unless NO_COLOR is set (auto), always, or never.")

@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from commgroup_lint import toml
+from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
 
 class ProfileError(Exception):
@@ -136,6 +137,8 @@ class Profile:
     """The profiles merged into this one, base first."""
     parts: tuple["Profile", ...] = ()
     """Those profiles themselves (each engine's own groups and detection), base first."""
+    runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
+    """The `[runtime]` table: what only the runtime shim needs (see `runtime_profile`)."""
 
     @property
     def components(self) -> tuple["Profile", ...]:
@@ -168,6 +171,7 @@ class Profile:
             pinned=pinned,
             names=tuple(dict.fromkeys(self.names + other.names)),
             parts=self.components + other.components,
+            runtime=self.runtime.merged(other.runtime),
         )
 
     def detects(self, module: str) -> bool:
@@ -223,7 +227,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories",
+    "local_copies", "tensor_factories", "runtime",
 }
 
 
@@ -267,6 +271,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         local_copies=frozenset(r.strings(r.table(data, "local_copies"), "names", "local_copies")),
         tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
         names=(name,),
+        runtime=parse_runtime(r, r.table(data, "runtime")),
     )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from commgroup_lint.rule import Invalid, Rule, Valid
 
-_SMOKE = "tests/smoke_model/model_{}.py"
+_SMOKE = "tests/smoke_model/model.py, bug={}"
 
 
 class PoolReuse(Rule):
@@ -38,5 +38,5 @@ class PoolReuse(Rule):
     name = "pool-reuse"
     summary = "A reused pool block is registered with another group than the one it was allocated for (runtime)"
     runtime_only = True
-    VALID = [Valid(_SMOKE.format("correct"))]
-    INVALID = [Invalid(_SMOKE.format("pool_reuse"), line=58)]
+    VALID = [Valid(_SMOKE.format("None"))]
+    INVALID = [Invalid(_SMOKE.format('"pool_reuse"'), line=77)]

@@ -1,7 +1,10 @@
 """commgroup-lint's runtime shim: the static rules' checks, re-done while real code runs.
 
-Importing this package never imports torch; torch is loaded when a name below that
-needs it is first used, or when ``COMMGROUP_LINT_RUNTIME`` asks for the shim.
+Importing this package never imports torch; torch is loaded when a name below that needs it
+is first used. Installing the package installs a start-up hook (``commgroup_lint_runtime.pth``):
+with ``COMMGROUP_LINT_RUNTIME=assert|warn|report`` set, every Python process of the
+environment installs the shim when it imports torch. What the shim knows of the engines comes
+from the linter's profiles and the user's configuration (``_knowledge``).
 
 Public API (see ``docs/runtime.md``):
 
@@ -9,13 +12,14 @@ Public API (see ``docs/runtime.md``):
 * :class:`simulated_symmetric_memory` -- tag tensors allocated inside as bound to a group.
 * :class:`SimulatedSymmetricPool` -- the registration scheme the simulated pool models.
 * :class:`GroupMismatchError`, :class:`CommGroupRuntimeWarning`, :class:`Violation`.
-* :func:`name_group`, :func:`bind_buffer`, :func:`helper`, :func:`wrap_group_methods`,
+* :func:`name_group`, :func:`group_label`, :func:`bind_buffer`, :func:`helper`,
   :func:`violations`, :func:`clear_violations`, :func:`install_from_env`.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ._report import (
     CODES,
@@ -27,27 +31,28 @@ from ._report import (
     GroupMismatchError,
     Site,
     Violation,
+    parse_switch,
 )
-from ._sites import DEFAULT_HELPER_MODULES, helper
+from ._sites import helper
 
 ENV_VAR = "COMMGROUP_LINT_RUNTIME"
 LOG_ENV_VAR = "COMMGROUP_LINT_RUNTIME_LOG"
+PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
 
 _LAZY = {
-    "enforce",
-    "simulated_symmetric_memory",
-    "SimulatedSymmetricPool",
-    "name_group",
-    "group_label",
-    "bind_buffer",
-    "wrap_group_methods",
-    "violations",
-    "clear_violations",
+    "enforce": "_shim",
+    "violations": "_shim",
+    "clear_violations": "_shim",
+    "simulated_symmetric_memory": "_binding",
+    "SimulatedSymmetricPool": "_binding",
+    "bind_buffer": "_binding",
+    "name_group": "_groups",
+    "group_label": "_groups",
 }
 
 __all__ = sorted(
-    _LAZY
-    | {
+    {
+        *_LAZY,
         "CODES",
         "GROUP_MISMATCH",
         "POOL_REUSE",
@@ -57,32 +62,30 @@ __all__ = sorted(
         "GroupMismatchError",
         "Site",
         "Violation",
-        "DEFAULT_HELPER_MODULES",
         "helper",
         "install_from_env",
         "ENV_VAR",
+        "LOG_ENV_VAR",
+        "PROFILE_ENV_VAR",
     }
 )
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        from . import _shim
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(_shim, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
-def install_from_env():
-    """Install the shim for the whole process (this thread) if ``COMMGROUP_LINT_RUNTIME``
-    is set; idempotent. Returns the mode installed, or None."""
+def install_from_env() -> str | None:
+    """Install the shim for the whole process now if ``COMMGROUP_LINT_RUNTIME`` asks for it
+    (for an environment without the start-up hook); idempotent. Returns the mode, or None."""
+    mode = parse_switch(os.environ.get(ENV_VAR))
+    if mode is None:
+        return None
     from ._process import install_process_wide
 
-    mode = os.environ.get(ENV_VAR, "").strip().lower()
-    if not mode or mode in ("0", "off", "false", "no"):
-        return None
     return install_process_wide(mode)
-
-
-if os.environ.get(ENV_VAR):
-    install_from_env()

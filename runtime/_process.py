@@ -1,60 +1,74 @@
-"""Process-wide installation (``COMMGROUP_LINT_RUNTIME``, the pytest plugin, ``python -m``).
+"""The shim for a whole process: the environment variable, the pytest plugin, ``python -m``.
 
-The shim stays installed until the process ends; at exit the violations are printed to
-stderr and, when ``COMMGROUP_LINT_RUNTIME_LOG`` names a file, appended to it as JSON
-lines so a parent process (the pytest plugin) can collect its children's findings.
+Installed once and kept until the process ends. Violations are appended to the log as they
+happen (``_log``); at exit a summary goes to stderr, from rank 0 only under ``torchrun`` (and
+not from a pytest process, whose plugin prints its own). Nothing here raises: a problem is
+one line on stderr and the shim stays off, or goes on without the configuration.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.util
-import json
 import os
 import sys
-import warnings
+from collections.abc import Sequence
 
-from ._report import check_mode, format_summary
+from ._imports import say
+from ._report import format_summary
 
 _STATE: dict = {}
 
 
-def install_process_wide(mode: str):
-    mode = check_mode(mode)
-    if _STATE.get("mode"):
-        return _STATE["mode"]
-    if importlib.util.find_spec("torch") is None:
-        warnings.warn("commgroup-lint runtime: torch is not installed; the shim stays off", stacklevel=2)
-        return None
-    from . import _shim
+def install_process_wide(mode: str, profile: str | Sequence[str] | None = None) -> str | None:
+    """Install the shim for this process in ``mode`` (or set the mode of the one installed);
+    returns the mode, or None when the shim could not be installed."""
+    if _STATE.get("shim") is not None:
+        _STATE["shim"].mode = mode
+        return mode
+    try:
+        import torch.distributed as dist
 
-    ctx = _shim.enforce(mode)
-    ctx.__enter__()
-    _STATE.update(mode=mode, ctx=ctx, pid=os.getpid())
+        if not dist.is_available():
+            say("this torch has no torch.distributed: the shim stays off")
+            return None
+        from . import _shim
+
+        shim = _shim.install(mode, _knowledge_for(profile))
+    except Exception as exc:
+        say(f"the shim could not be installed ({type(exc).__name__}: {exc}); it stays off")
+        return None
+    _STATE.update(shim=shim, pid=os.getpid())
     atexit.register(_at_exit)
     return mode
 
 
-def process_mode():
-    return _STATE.get("mode")
+def _knowledge_for(profile: str | Sequence[str] | None):  # -> Knowledge
+    from . import _knowledge
+
+    try:
+        return _knowledge.load(profile)
+    except Exception as exc:  # a bad configuration or profile name: go on without them
+        say(f"{exc}; using the shipped profiles without the configuration")
+        return _knowledge.load(_knowledge.shipped_profiles(), use_config=False)
 
 
-def process_violations():
-    if not _STATE.get("mode"):
-        return []
+def process_mode() -> str | None:
+    shim = _STATE.get("shim")
+    return shim.mode if shim is not None else None
+
+
+def summarise_at_exit(enabled: bool) -> None:
+    """Whether this process prints the end-of-run summary (the pytest plugin prints its own)."""
+    _STATE["quiet"] = not enabled
+
+
+def _at_exit() -> None:
+    if _STATE.get("pid") != os.getpid() or _STATE.get("quiet"):
+        return
+    if os.environ.get("RANK", "0") != "0":  # torchrun: the summary comes from rank 0 only
+        return
     from . import _shim
 
-    return _shim.violations()
-
-
-def _at_exit():
-    if _STATE.get("pid") != os.getpid():
-        return
-    found = process_violations()
-    log = os.environ.get("COMMGROUP_LINT_RUNTIME_LOG")
-    if log and found and not _STATE.get("in_pytest"):
-        with open(log, "a", encoding="utf-8") as fh:
-            for v in found:
-                fh.write(json.dumps(v.as_dict()) + "\n")
-    if found and not _STATE.get("in_pytest"):
+    found = _shim.violations()
+    if found:
         print(format_summary(found), file=sys.stderr)

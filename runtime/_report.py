@@ -6,7 +6,9 @@ The codes are the static rules' codes (see ``docs/runtime.md``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 #: A group-bound buffer is consumed by a collective on another group.
 GROUP_MISMATCH = "CGL002"
@@ -22,6 +24,8 @@ CODES = {
 }
 
 MODES = ("assert", "warn", "report")
+#: Values of ``COMMGROUP_LINT_RUNTIME`` (and of the pytest options) that leave the shim off.
+OFF = ("", "0", "off", "false", "no")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,17 @@ class Site:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}"
+
+    def short(self) -> str:
+        """``path:line`` with the path relative to the working directory when it is below it."""
+        path = self.path
+        try:
+            rel = os.path.relpath(path)
+            if not rel.startswith(".."):
+                path = rel
+        except ValueError:  # pragma: no cover - another drive on Windows
+            pass
+        return f"{path}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,14 @@ class Violation:
     rank: int | None = None
     details: dict = field(default_factory=dict, compare=False, hash=False)
 
+    @classmethod
+    def at(cls, code: str, message: str, allocation: Site, collective: str, site: Site, *,
+           buffer_group: str = "", collective_group: str = "", rank: int | None = None,
+           details: dict | None = None) -> Violation:
+        """A verdict on the buffer allocated at ``allocation``, used by ``collective`` at ``site``."""
+        return cls(code, message, allocation.path, allocation.line, collective, site.path, site.line,
+                   buffer_group, collective_group, rank, details or {})
+
     def key(self) -> tuple:
         """Identity for de-duplication: the same bug seen again on the next step."""
         return (self.code, self.path, self.line, self.collective_path, self.collective_line)
@@ -71,6 +94,12 @@ class Violation:
             "rank": self.rank,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Violation:
+        """The inverse of :meth:`as_dict` (extra keys, such as a log line's, are ignored)."""
+        names = {f.name for f in fields(cls)} - {"details"}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
 
 class GroupMismatchError(RuntimeError):
     """Raised in ``assert`` mode. The message starts with the rule code."""
@@ -86,10 +115,19 @@ class CommGroupRuntimeWarning(RuntimeWarning):
 
 
 def check_mode(mode: str) -> str:
-    mode = (mode or "").strip().lower()
-    if mode not in MODES:
-        raise ValueError(f"commgroup-lint runtime mode must be one of {MODES}, got {mode!r}")
-    return mode
+    """``mode`` normalised; a ``ValueError`` naming the modes when it is none of them."""
+    normal = (mode or "").strip().lower()
+    if normal not in MODES:
+        raise ValueError(f"commgroup-lint runtime mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return normal
+
+
+def parse_switch(value: str | None) -> str | None:
+    """A mode, or None for the values that mean off (unset, ``0``, ``off``, ...); a
+    ``ValueError`` for anything else."""
+    if value is None or value.strip().lower() in OFF:
+        return None
+    return check_mode(value)
 
 
 def format_summary(violations: list[Violation]) -> str:

@@ -5,22 +5,18 @@ caller's behalf (``get_local_dp_buffer``, ``dp_gather_partial``, a group coordin
 ``all_reduce``). The site reported is the line in the model that calls the helper, which
 is the line the static linter reports.
 
-A module is a helper when its name is one of the configured helper modules (or inside
-one of them), or when it sets ``__commgroup_lint_helper__ = True`` at module level.
-A single function is a helper when decorated with :func:`helper`.
+A module is a helper when its name is one of the profile's helper modules (or inside one of
+them), or when it sets ``__commgroup_lint_helper__ = True`` at module level. A single
+function is a helper when the profile names it as an allocator or a collective, or when it
+is decorated with :func:`helper`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ._report import Site
-
-#: SGLang's modules whose functions allocate bound buffers or run collectives for the caller.
-DEFAULT_HELPER_MODULES = (
-    "sglang.srt.layers.dp_attention",
-    "sglang.srt.distributed",
-)
 
 #: Always skipped: torch itself, the shim, and the stdlib glue between them and the user.
 _ALWAYS_SKIPPED = (
@@ -32,6 +28,16 @@ _ALWAYS_SKIPPED = (
     "warnings",
     "importlib",
 )
+
+#: Code torch generates at run time is torch's too: an FX graph's forward, and code whose
+#: file name is a torch source file with a suffix (AOTAutograd's generated wrappers).
+_GENERATED = "<eval_with_key>"
+
+
+def _torch_dir() -> str | None:
+    torch = sys.modules.get("torch")
+    file = getattr(torch, "__file__", None)
+    return os.path.dirname(file) + os.sep if file else None
 
 _HELPER_CODES: set = set()
 _HELPER_VERSION = [0]  # bumped by helper(): finders drop their per-code verdicts
@@ -54,7 +60,7 @@ class SiteFinder:
     and allocates nothing.
     """
 
-    def __init__(self, helper_modules=DEFAULT_HELPER_MODULES):
+    def __init__(self, helper_modules=()):
         self.prefixes = tuple(_ALWAYS_SKIPPED) + tuple(helper_modules)
         self._module_cache: dict[str, bool] = {}
         self._code_cache: dict = {}  # code object -> skipped?
@@ -74,7 +80,13 @@ class SiteFinder:
         if self._version != _HELPER_VERSION[0]:
             self._code_cache.clear()
             self._version = _HELPER_VERSION[0]
-        skipped = code in _HELPER_CODES or self._module_skipped(frame.f_globals.get("__name__", ""), frame.f_globals)
+        torch_dir = _torch_dir()
+        skipped = (
+            code in _HELPER_CODES
+            or code.co_filename.startswith(_GENERATED)
+            or (torch_dir is not None and code.co_filename.startswith(torch_dir))
+            or self._module_skipped(frame.f_globals.get("__name__", ""), frame.f_globals)
+        )
         self._code_cache[code] = skipped
         return skipped
 

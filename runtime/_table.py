@@ -8,7 +8,7 @@ is freed, so a later allocation at the same address is not mistaken for the old 
 Registered memory segments (a NCCL mem pool registered with a group's communicator) are
 kept in a second table of the same shape: there the unit is a segment, not a storage.
 
-No torch import: tensors are only asked for ``untyped_storage()``/``data_ptr()``/``device``.
+Tensors are only asked for ``untyped_storage()``, ``data_ptr()`` and ``get_device()``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from __future__ import annotations
 import bisect
 import threading
 import weakref
+
+import torch
+
+_Tensor = torch.Tensor
+_SEQUENCES = (list, tuple)
 
 
 class Record:
@@ -36,51 +41,48 @@ class Record:
 
 
 class _Intervals:
-    """Sorted, non-overlapping ``[start, end)`` intervals with a payload each."""
+    """Sorted, non-overlapping ``[start, end)`` intervals with a payload each, in three
+    parallel lists: a lookup is one bisection and two list reads."""
 
-    def __init__(self):
+    __slots__ = ("starts", "ends", "items")
+
+    def __init__(self) -> None:
         self.starts: list[int] = []
-        self.items: dict[int, object] = {}
-        self.ends: dict[int, int] = {}
+        self.ends: list[int] = []
+        self.items: list = []
 
     def put(self, start: int, end: int, item) -> None:
         # Drop anything the new interval overlaps: that memory has been reused.
-        i = bisect.bisect_left(self.starts, start)
-        if i > 0 and self.ends[self.starts[i - 1]] > start:
-            i -= 1
-        while i < len(self.starts) and self.starts[i] < end:
-            old = self.starts.pop(i)
-            del self.items[old], self.ends[old]
-        bisect.insort(self.starts, start)
-        self.items[start] = item
-        self.ends[start] = end
+        lo = bisect.bisect_left(self.starts, start)
+        if lo > 0 and self.ends[lo - 1] > start:
+            lo -= 1
+        hi = bisect.bisect_left(self.starts, end, lo)
+        self.starts[lo:hi], self.ends[lo:hi], self.items[lo:hi] = [start], [end], [item]
 
     def get(self, addr: int):
         i = bisect.bisect_right(self.starts, addr) - 1
-        if i >= 0:
-            start = self.starts[i]
-            if addr < self.ends[start]:
-                return self.items[start]
+        if i >= 0 and addr < self.ends[i]:
+            return self.items[i]
         return None
 
+    def at(self, start: int) -> int:
+        """The index of the interval that starts at ``start``, or -1."""
+        i = bisect.bisect_left(self.starts, start)
+        return i if i < len(self.starts) and self.starts[i] == start else -1
+
     def remove(self, start: int, item=None) -> None:
-        if start in self.items and (item is None or self.items[start] is item):
-            self.starts.remove(start)
-            del self.items[start], self.ends[start]
+        i = self.at(start)
+        if i >= 0 and (item is None or self.items[i] is item):
+            del self.starts[i], self.ends[i], self.items[i]
 
     def __len__(self) -> int:
         return len(self.starts)
 
 
-_DEVICE_KEYS: dict = {}  # torch.device -> (type, index): tensor.device makes a new object each call
-
-
 def _device_key(tensor):
-    dev = tensor.device
-    key = _DEVICE_KEYS.get(dev)
-    if key is None:
-        key = _DEVICE_KEYS[dev] = (dev.type, dev.index)
-    return key
+    """The device's index, -1 for the CPU (``get_device`` is the cheapest query, and one process
+    uses one accelerator type)."""
+    return tensor.get_device()
 
 
 class BindingTable:
@@ -88,8 +90,9 @@ class BindingTable:
         # Re-entrant: a storage freed by a garbage collection that runs while the lock is
         # held calls _freed on the same thread.
         self._lock = threading.RLock()
-        self._buffers: dict[tuple, _Intervals] = {}
-        self._segments: dict[tuple, _Intervals] = {}
+        # device index -> intervals; read directly by the shim's hot path (empty: nothing bound)
+        self.buffers: dict[int, _Intervals] = {}
+        self.segments: dict[int, _Intervals] = {}
         # One weak reference per bound storage, its callback clearing the record when the
         # storage is freed (cheaper than weakref.finalize); ref -> (device, start, record).
         self._refs: dict = {}
@@ -107,7 +110,7 @@ class BindingTable:
         rec = Record(start, start + nbytes, dev, alloc_group, site, registered, pool, block)
         ref = weakref.ref(storage, self._freed)
         with self._lock:
-            self._buffers.setdefault(dev, _Intervals()).put(start, start + nbytes, rec)
+            self.buffers.setdefault(dev, _Intervals()).put(start, start + nbytes, rec)
             self._refs[ref] = (dev, start, rec)
         return rec
 
@@ -117,10 +120,10 @@ class BindingTable:
             if entry is None:
                 return
             dev, start, rec = entry
-            table = self._buffers.get(dev)
+            table = self.buffers.get(dev)
             # Only a record still in the table: one replaced by a later binding of the
             # same memory (or dropped by clear()) is not released again.
-            live = table is not None and table.items.get(start) is rec
+            live = table is not None and (i := table.at(start)) >= 0 and table.items[i] is rec
             if live:
                 table.remove(start, rec)
         if live and rec.pool is not None:
@@ -128,50 +131,83 @@ class BindingTable:
 
     def lookup(self, tensor):
         """The record and the registered-segment groups of the memory ``tensor`` views."""
-        if not self._buffers and not self._segments:
+        buffers, segments = self.buffers, self.segments
+        if not buffers and not segments:
             return None, None
-        dev = _device_key(tensor)
-        table = self._buffers.get(dev)
-        segs = self._segments.get(dev)
+        dev = tensor.get_device()  # _device_key, inline: this is the shim's hot path
+        table, segs = buffers.get(dev), segments.get(dev)
         if table is None and segs is None:
             return None, None
         addr = tensor.data_ptr()
-        rec = table.get(addr) if table else None
-        seg = segs.get(addr) if segs else None
+        rec = seg = None
+        if table is not None:  # _Intervals.get, inline
+            i = bisect.bisect_right(table.starts, addr) - 1
+            if i >= 0 and addr < table.ends[i]:
+                rec = table.items[i]
+        if segs is not None:
+            seg = segs.get(addr)
         return rec, seg
 
+    def passes(self, values, pg) -> bool:
+        """Whether every tensor among ``values`` may run a collective on ``pg`` as it is: not
+        bound, or allocated under ``pg`` (or under no group known) and registered with it (or
+        nowhere). False for a sequence among them: its tensors need the full scan. The shim's
+        hot path: one call per collective, nothing built."""
+        buffers, segments = self.buffers, self.segments
+        for t in values:
+            if isinstance(t, _Tensor):
+                dev = t.get_device()
+                table, segs = buffers.get(dev), segments.get(dev)
+                if table is None and segs is None:
+                    continue
+                addr = t.data_ptr()
+                alloc, registered, seg = None, (), None
+                if table is not None:
+                    i = bisect.bisect_right(table.starts, addr) - 1
+                    if i >= 0 and addr < table.ends[i]:
+                        rec = table.items[i]
+                        alloc, registered = rec.alloc_group, rec.registered
+                if segs is not None:
+                    seg = segs.get(addr)
+                if (alloc is None or alloc is pg) and (
+                    (not registered and not seg) or pg in registered or (seg is not None and pg in seg)
+                ):
+                    continue
+                return False
+            if isinstance(t, _SEQUENCES):
+                return False
+        return True
+
     def has_storage(self, tensor) -> bool:
-        table = self._buffers.get(_device_key(tensor))
+        table = self.buffers.get(_device_key(tensor))
         if not table:
             return False
         rec = table.get(tensor.untyped_storage().data_ptr())
         return rec is not None
 
     def has_address(self, dev, addr) -> bool:
-        table = self._buffers.get(dev)
+        table = self.buffers.get(dev)
         return bool(table) and table.get(addr) is not None
 
     def buffer_count(self) -> int:
-        return sum(len(t) for t in self._buffers.values())
+        return sum(len(t) for t in self.buffers.values())
 
     # -- registered segments ------------------------------------------------------
     def register_segment(self, dev, start, size, group) -> None:
         with self._lock:
-            table = self._segments.setdefault(dev, _Intervals())
-            groups = table.get(start)
-            if groups is not None and table.ends[start] == start + size:
-                groups.add(group)
+            table = self.segments.setdefault(dev, _Intervals())
+            i = table.at(start)
+            if i >= 0 and table.ends[i] == start + size:
+                table.items[i].add(group)
             else:
                 table.put(start, start + size, {group})
 
     def drop_segment(self, dev, start) -> None:
         with self._lock:
-            table = self._segments.get(dev)
+            table = self.segments.get(dev)
             if table is not None:
                 table.remove(start)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._buffers.clear()
-            self._segments.clear()
-            self._refs.clear()
+
+#: The one table of bindings of this process.
+TABLE = BindingTable()

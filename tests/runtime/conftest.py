@@ -22,3 +22,20 @@ def pytest_collection_modifyitems(config, items):
     for item in gpu_items:
         if gpus < 2:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def groups(tmp_path_factory):
+    """A gloo world of one rank and two groups over it, labelled ``a`` and ``b``: the same
+    ranks, two groups (the shim tells them apart by identity, not membership)."""
+    import torch.distributed as dist
+
+    from commgroup_lint import runtime
+
+    if not dist.is_initialized():
+        store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    a = dist.new_group([0], group_desc="group_a")
+    b = dist.new_group([0], group_desc="group_b")
+    yield runtime.name_group(a, "a"), runtime.name_group(b, "b")
+    dist.destroy_process_group()

@@ -1,4 +1,7 @@
-"""Start N ranks of ``rt_worker.py`` on a FileStore rendezvous, with a hard timeout."""
+"""Start N ranks of ``rt_worker.py`` on a FileStore rendezvous, with a hard timeout.
+
+The ranks run in the smoke model's directory, so the runtime shim finds its
+``commgroup-lint.toml`` there, as the linter does."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from rt_seeded import SMOKE_DIR
+
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rt_worker.py")
 
 
@@ -16,7 +21,8 @@ def launch(scenario, world, tmp_path, *, device="cpu", attn_dp=2, timeout=120.0,
     init = "file://" + os.path.join(tmp_path, f"store-{scenario}-{world}")
     procs, outs = [], []
     child_env = dict(os.environ)
-    child_env.pop("COMMGROUP_LINT_RUNTIME", None)
+    for key in ("COMMGROUP_LINT_RUNTIME", "COMMGROUP_LINT_RUNTIME_LOG", "COMMGROUP_LINT_RUNTIME_PROFILE"):
+        child_env.pop(key, None)
     child_env.setdefault("OMP_NUM_THREADS", "1")
     child_env.update(env or {})
     for rank in range(world):
@@ -24,7 +30,7 @@ def launch(scenario, world, tmp_path, *, device="cpu", attn_dp=2, timeout=120.0,
         log = open(os.path.join(tmp_path, f"{scenario}-{world}-{rank}.log"), "w")
         cmd = [sys.executable, WORKER, "--scenario", scenario, "--rank", str(rank), "--world", str(world),
                "--init", init, "--out", out, "--device", device, "--attn-dp", str(attn_dp)]
-        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env), log))
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env, cwd=SMOKE_DIR), log))
         outs.append(out)
     deadline = time.monotonic() + timeout
     for proc, log in procs:

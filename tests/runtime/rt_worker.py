@@ -40,8 +40,10 @@ def _digest(tensors) -> str:
 
 
 def _torch_surface():
-    """The objects the shim may patch, to check it leaves torch exactly as it found it."""
+    """The objects the shim may patch, to check it leaves torch (and the model) exactly as it found it."""
     import torch.distributed._symmetric_memory as symm
+
+    from smoke_model import dp_attention, legacy, parallel_state
 
     c10d = dist.distributed_c10d
     objs = {
@@ -49,28 +51,28 @@ def _torch_surface():
         "c10d.new_group": c10d.new_group,
         "dist.all_reduce": dist.all_reduce,
         "dist.all_gather_into_tensor": dist.all_gather_into_tensor,
+        "c10d.has_torch_function": c10d.has_torch_function,
+        "c10d.handle_torch_function": c10d.handle_torch_function,
         "symm.empty": symm.empty,
         "symm.rendezvous": symm.rendezvous,
+        "GroupCoordinator.all_gather_into_tensor": parallel_state.GroupCoordinator.__dict__["all_gather_into_tensor"],
+        "dp_attention.use_symmetric_memory": dp_attention.use_symmetric_memory,
+        "legacy.use_symmetric_memory": legacy.use_symmetric_memory,
     }
     nccl = getattr(dist, "ProcessGroupNCCL", None)
     if nccl is not None and hasattr(nccl, "register_mem_pool"):
         objs["ProcessGroupNCCL.register_mem_pool"] = nccl.register_mem_pool
-    from smoke_model import parallel_state
-
-    objs["GroupCoordinator.all_gather_into_tensor"] = parallel_state.GroupCoordinator.__dict__["all_gather_into_tensor"]
     return objs
 
 
 def _setup(args):
-    from smoke_model import dp_attention, parallel_state
+    from smoke_model import parallel_state
 
     parallel_state.initialize_model_parallel(args.attn_dp, backend=None)
     global HIDDEN, LOCAL_LEN
-    device = "cuda" if args.device == "cuda" else "cpu"
-    if device == "cuda":
+    if args.device == "cuda":
         HIDDEN, LOCAL_LEN = CUDA_HIDDEN, CUDA_LOCAL_LEN
-    dp_attention.initialize_dp_attention(args.attn_dp, LOCAL_LEN, HIDDEN, device=device)
-    return device
+    return "cuda" if args.device == "cuda" else "cpu"
 
 
 def _input(rank, device):
@@ -78,21 +80,20 @@ def _input(rank, device):
     return torch.randn(LOCAL_LEN, HIDDEN, generator=gen).to(device)
 
 
-def _run_variant(name, device, rank, mode=None, **enforce_kwargs):
-    import importlib
-
+def _run_variant(variant, device, rank, attn_dp, mode=None):
+    """The model with ``variant``'s bug, run once; its outputs' digest and the violations."""
     from commgroup_lint import runtime
-    from smoke_model import pool_v0
+    from smoke_model import bug_of, dp_attention, pool_scheme_of
+    from smoke_model.model import DecoderLayer
 
-    pool_v0.POOL.reset()
-    module = importlib.import_module(f"smoke_model.model_{name}")
-    layer = module.DecoderLayer(HIDDEN, device)
+    dp_attention.initialize_dp_attention(attn_dp, LOCAL_LEN, HIDDEN, device=device,
+                                         pool_scheme=pool_scheme_of(variant))
+    layer = DecoderLayer(HIDDEN, device, bug=bug_of(variant))
     x = _input(rank, device)
     if mode is None:
-        outs = layer(x)
-        found = []
+        outs, found = layer(x), []
     else:
-        with runtime.enforce(mode, **enforce_kwargs) as ctx:
+        with runtime.enforce(mode) as ctx:
             outs = layer(x)
         found = [v.as_dict() for v in ctx.violations]
     if device == "cuda":
@@ -109,44 +110,38 @@ def scenario_smoke(args):
     result = {"variants": {}, "torch_version": torch.__version__}
     before = _torch_surface()
     stack_before = torch._C._len_torch_function_stack()
-    for name in VARIANTS:
+    for variant in VARIANTS:
         runtime.clear_violations()
-        shim_digest, found = _run_variant(name, device, rank, "report")
-        plain_digest, _ = _run_variant(name, device, rank, None)
-        result["variants"][name] = {"violations": found, "equal": shim_digest == plain_digest}
+        shim_digest, found = _run_variant(variant, device, rank, args.attn_dp, "report")
+        plain_digest, _ = _run_variant(variant, device, rank, args.attn_dp)
+        result["variants"][variant] = {"violations": found, "equal": shim_digest == plain_digest}
     after = _torch_surface()
     result["restored"] = {k: before[k] is after[k] for k in before}
     result["mode_stack_restored"] = torch._C._len_torch_function_stack() == stack_before
 
-    # The group-wrapper path (how SGLang's coordinator is checked): wrap the coordinator's
-    # methods; the torch.distributed call inside is then not checked a second time.
-    runtime.clear_violations()
-    _, found = _run_variant(
-        "wrong_group", device, rank, "report", group_classes=("smoke_model.parallel_state:GroupCoordinator",)
-    )
-    result["wrapped"] = found
-    result["wrapped_restored"] = _torch_surface() == after
-
     # assert mode raises after the collective ran (so every rank raises, nobody hangs)
     runtime.clear_violations()
     try:
-        _run_variant("wrong_group", device, rank, "assert")
+        _run_variant("wrong_group", device, rank, args.attn_dp, "assert")
         result["assert"] = None
     except runtime.GroupMismatchError as exc:
         result["assert"] = {"message": str(exc), "code": exc.code}
-    # warn mode: a CommGroupRuntimeWarning per distinct violation
+    # warn mode: a CommGroupRuntimeWarning per distinct violation, at the model's line
     runtime.clear_violations()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _run_variant("wrong_group", device, rank, "warn")
-    result["warn"] = [str(w.message) for w in caught if issubclass(w.category, runtime.CommGroupRuntimeWarning)]
-    result["after_all_restored"] = _torch_surface() == before
+        _run_variant("wrong_group", device, rank, args.attn_dp, "warn")
+    result["warn"] = [
+        {"message": str(w.message), "path": os.path.realpath(w.filename), "line": w.lineno}
+        for w in caught if issubclass(w.category, runtime.CommGroupRuntimeWarning)
+    ]
+    result["after_all_restored"] = all(v is before[k] for k, v in _torch_surface().items())
     return result
 
 
 def scenario_divergence(args):
     from commgroup_lint import runtime
-    from commgroup_lint.runtime import _shim
+    from commgroup_lint.runtime._state import Active
 
     rank = dist.get_rank()
     result = {}
@@ -160,15 +155,14 @@ def scenario_divergence(args):
             buf = torch.ones(16)
         dist.all_reduce(buf, group=group)
         result["sum"] = buf.tolist()[:2]
-        shim = _shim._active_shim()
-        mirror = shim.mirrors.get(group)
-        result["has_mirror"] = mirror is not None
+        divergence = Active.shim.divergence
+        result["has_mirror"] = group in divergence.mirrors
         # A peer that never joins the check: the check gives up after the timeout.
         if rank == 0:
             t0 = time.time()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                verdict = shim._divergence("all_reduce", group, mirror, [1], (buf,), {})
+                verdict = divergence.check("all_reduce", group, [1], (buf,), {})
             result["timeout_s"] = time.time() - t0
             result["timeout_verdict"] = verdict
             result["timeout_warned"] = any("divergence check" in str(w.message) for w in caught)
@@ -200,6 +194,16 @@ def scenario_symm(args):
             result["symm_sum"] = float(t[0])
         except Exception:
             result["symm_error"] = traceback.format_exc()[-1500:]
+        # A symmetric-memory op (no multicast needed) on another group than the rendezvous: the
+        # verdict comes before the call, whatever the op then makes of the buffer.
+        s = symm.empty(4096, device=device)
+        symm.rendezvous(s, tp)
+        s.fill_(1.0)
+        try:
+            torch.ops.symm_mem.one_shot_all_reduce(s, "sum", other.group_name)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            result["symm_op_raised"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         try:
             backend = tp._get_backend(device)
             pool = torch.cuda.MemPool(backend.mem_allocator)
@@ -214,6 +218,57 @@ def scenario_symm(args):
         except Exception:
             result["pool_error"] = traceback.format_exc()[-1500:]
     result["violations"] = [v.as_dict() for v in ctx.violations]
+    return result
+
+
+def _line():
+    return sys._getframe(1).f_lineno
+
+
+def scenario_captured(args):
+    """Compiled and captured code on CUDA. In a ``torch.compile``d function (fullgraph) the
+    wrong-group all-reduce runs as a functional collective, checked by its kernel; in a CUDA
+    graph it is checked when captured, and replays are not re-checked. Outputs are the same
+    with and without the shim."""
+    from commgroup_lint import runtime
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    tp = runtime.name_group(dist.new_group([0, 1], group_desc="tp"), "tp")
+    other = runtime.name_group(dist.new_group([0, 1], group_desc="other"), "other")
+    with runtime.simulated_symmetric_memory(tp, register=False):
+        buf = torch.ones(4096, device=device); compiled_line = _line()  # noqa: E702
+        graph_buf = torch.ones(4096, device=device); graph_line = _line()  # noqa: E702
+
+    def step(x, t):
+        dist.all_reduce(t, group=other)
+        return x * 2 + t
+
+    compiled = torch.compile(step, fullgraph=True)
+    x = torch.arange(4096.0, device=device)
+    plain = compiled(x, buf.clone())
+    with runtime.enforce("report") as ctx:
+        shimmed = compiled(x, buf)
+    torch.cuda.synchronize()
+    result = {
+        "compiled": [v.as_dict() for v in ctx.violations], "compiled_line": compiled_line,
+        "compiled_equal": torch.equal(plain.view(torch.int32), shimmed.view(torch.int32)),
+    }
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # NCCL warms up before a capture
+        for _ in range(3):
+            dist.all_reduce(torch.ones(4096, device=device), group=other)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with runtime.enforce("report") as ctx:
+        with torch.cuda.graph(graph):
+            dist.all_reduce(graph_buf, group=other)
+        captured = len(ctx.violations)
+        for _ in range(2):
+            graph.replay()
+        torch.cuda.synchronize()
+    result.update(graph=[v.as_dict() for v in ctx.violations], graph_line=graph_line, captured=captured,
+                  graph_value=float(graph_buf[0]))  # ones, all-reduced twice over two ranks: 4
     return result
 
 
@@ -239,7 +294,8 @@ def scenario_probe(args):
     return {"seen": seen, "torch": torch.__version__}
 
 
-SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence, "symm": scenario_symm, "probe": scenario_probe}
+SCENARIOS = {"smoke": scenario_smoke, "divergence": scenario_divergence, "symm": scenario_symm,
+             "captured": scenario_captured, "probe": scenario_probe}
 
 
 def main():

@@ -15,26 +15,12 @@ from torch.distributed import all_reduce as all_reduce_imported_early  # noqa: E
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from commgroup_lint import runtime  # noqa: E402
-from commgroup_lint.runtime import _shim  # noqa: E402
+from commgroup_lint.profile import Profile  # noqa: E402
+from commgroup_lint.runtime import _collectives, _shim  # noqa: E402
+from commgroup_lint.runtime._knowledge import Knowledge  # noqa: E402
+from commgroup_lint.runtime._table import TABLE  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
-
-
-@pytest.fixture(scope="module")
-def groups(tmp_path_factory):
-    if not dist.is_initialized():
-        store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
-        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-        owned = True
-    else:  # pragma: no cover - another test module initialised it
-        owned = False
-    a = dist.new_group([0], group_desc="group_a")
-    b = dist.new_group([0], group_desc="group_b")
-    runtime.name_group(a, "a")
-    runtime.name_group(b, "b")
-    yield a, b
-    if owned:
-        dist.destroy_process_group()
 
 
 @pytest.fixture(autouse=True)
@@ -97,22 +83,22 @@ def test_views_and_slices_are_recognised(groups):
         dist.all_reduce(buf.view(-1)[5:9], group=b)
         dist.all_reduce(buf.t().contiguous(), group=b)  # a copy: a new, unbound buffer
     assert [v.code for v in ctx.violations] == ["CGL002", "CGL002"]  # the copy is unbound
-    rec, _ = _shim.TABLE.lookup(buf[2:, 3:])
+    rec, _ = TABLE.lookup(buf[2:, 3:])
     assert rec is not None and rec.alloc_group is a
 
 
 def test_freed_storage_clears_the_table(groups):
     a, _ = groups
-    before = _shim.TABLE.buffer_count()
+    before = TABLE.buffer_count()
     buf = _bound(a, 1024)
     view = buf[10:20]
-    assert _shim.TABLE.buffer_count() == before + 1
+    assert TABLE.buffer_count() == before + 1
     del buf
     gc.collect()
-    assert _shim.TABLE.buffer_count() == before + 1  # the view keeps the storage alive
+    assert TABLE.buffer_count() == before + 1  # the view keeps the storage alive
     del view
     gc.collect()
-    assert _shim.TABLE.buffer_count() == before
+    assert TABLE.buffer_count() == before
 
 
 def test_unbound_buffers_are_not_errors(groups):
@@ -172,12 +158,24 @@ def test_every_collective_is_checked(groups):
         assert ctx.violations[0].collective == label.replace("async ", "")
 
 
+def _hands_over(func):
+    """Whether a collective hands itself to handle_torch_function, or delegates to one that does
+    (torch 2.13's all_gather_into_tensor runs all_gather_single)."""
+    import inspect
+
+    names = set(inspect.unwrap(func).__code__.co_names)
+    c10d = dist.distributed_c10d
+    return "handle_torch_function" in names or any(
+        n in names and n != func.__name__ and hasattr(c10d, n) for n in _collectives.COLLECTIVE_NAMES)
+
+
 def test_collective_names_reaching_a_function_mode_are_known(groups):
-    """Verify what this torch really passes (2.13: all_gather_single/reduce_scatter_single)."""
+    """Verify what this torch hands to handle_torch_function, the shim's hook for names
+    imported before it (2.13: all_gather_single/reduce_scatter_single)."""
     _, b = groups
     out, inp = torch.zeros(4), torch.ones(4)
-    names = set(_shim.COLLECTIVE_NAMES)
-    table = _shim._collective_table()
+    names = set(_collectives.COLLECTIVE_NAMES)
+    specs = _collectives.collective_specs()
     calls = {
         "all_reduce": lambda: dist.all_reduce(inp, group=b),
         "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(out, inp, group=b),
@@ -186,18 +184,18 @@ def test_collective_names_reaching_a_function_mode_are_known(groups):
         "all_to_all_single": lambda: dist.all_to_all_single(out, inp, group=b),
         "broadcast": lambda: dist.broadcast(inp, 0, group=b),
     }
-    reaching = {f.__name__ for f in table if _shim._reaches_function_mode(f)}
+    handing = {f.__name__ for f in specs if _hands_over(f)}
     for label, call in calls.items():
         probe = _Probe(names)
         with probe:
             call()
-        if label not in reaching:  # e.g. torch 2.11's broadcast: checked as a module attribute
+        if label not in handing:  # e.g. torch 2.11's broadcast: checked as a module attribute only
             assert not probe.seen, label
             continue
         assert probe.seen, f"{label} never reached a function mode"
         func, name, args, kwargs = probe.seen[0]
-        assert func in table and _shim._reaches_function_mode(func), name
-        canonical, pos = table[func]
+        assert func in specs and _hands_over(func), name
+        _, pos, _ = specs[func]
         group = kwargs["group"] if "group" in kwargs else args[pos]
         assert group is b, (label, name)
     version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -221,22 +219,30 @@ def test_renamed_collectives_report_the_familiar_name(groups):
     assert ctx.violations[0].collective == "all_gather_into_tensor"
 
 
-def test_enforce_restores_torch_exactly(groups):
+def test_enforce_restores_torch_exactly_and_adds_no_function_mode(groups):
     import torch.distributed._symmetric_memory as symm
 
+    c10d = dist.distributed_c10d
     surface = lambda: (  # noqa: E731
-        symm.empty, symm.rendezvous, dist.new_group, dist.distributed_c10d.new_group, dist.all_reduce,
+        symm.empty, symm.rendezvous, dist.new_group, c10d.new_group, dist.all_reduce, c10d.all_reduce,
+        c10d.has_torch_function, c10d.handle_torch_function,
         getattr(getattr(dist, "ProcessGroupNCCL", None), "register_mem_pool", None),
     )
+    functional = torch.library.get_kernel("_c10d_functional::all_reduce", "CPU")
     before = surface()
     depth = torch._C._len_torch_function_stack()
-    with runtime.enforce("report", divergence=False):
+    with runtime.enforce("report", divergence=True):
         with runtime.enforce("warn"):
-            assert torch._C._len_torch_function_stack() == depth + 1
-        assert symm.empty is not before[0]
+            # no mode sees every torch call: the collectives are hooked, nothing else
+            assert torch._C._len_torch_function_stack() == depth
+        assert symm.empty is not before[0] and c10d.has_torch_function is not before[6]
     after = surface()
     assert all(x is y for x, y in zip(before, after))
     assert torch._C._len_torch_function_stack() == depth
+    # the functional collectives' kernels are torch's own again
+    assert torch.library.get_kernel("_c10d_functional::all_reduce", "CPU").__class__ is functional.__class__
+    out = torch.ops._c10d_functional.wait_tensor(torch.ops._c10d_functional.all_reduce(torch.ones(2), "sum", groups[1].group_name))
+    assert out.tolist() == [1.0, 1.0] and runtime.violations() == []
 
 
 def test_outputs_bitwise_equal(groups):
@@ -303,8 +309,8 @@ def test_views_inside_the_context_are_not_rebound(groups):
     with runtime.simulated_symmetric_memory(a):
         view = outside.view(2, 4)
         fresh = outside * 2
-    assert _shim.TABLE.lookup(view)[0] is None
-    assert _shim.TABLE.lookup(fresh)[0].alloc_group is a
+    assert TABLE.lookup(view)[0] is None
+    assert TABLE.lookup(fresh)[0].alloc_group is a
 
 
 def test_group_labels(groups):
@@ -326,25 +332,24 @@ def test_fast_passing_path_agrees_with_the_full_verdict(groups):
     regs = ((), (a,), (b,), (a, b))
     for alloc, registered, seg, pg in itertools.product(shim_groups, regs, (None, a, b), (a, b)):
         t = torch.ones(16)
-        dev = ("cpu", None)
+        dev = -1  # the CPU
         storage = t.untyped_storage()
-        rec = _shim.TABLE.bind(t, alloc, runtime.Site("x.py", 1), registered)
+        rec = TABLE.bind(t, alloc, runtime.Site("x.py", 1), registered)
         if seg is not None:
-            _shim.TABLE.register_segment(dev, storage.data_ptr(), storage.nbytes(), seg)
+            TABLE.register_segment(dev, storage.data_ptr(), storage.nbytes(), seg)
         try:
-            shim = _shim._Shim("report", (), False, 1.0, (), ())
-            got_rec, got_seg = _shim.TABLE.lookup(t)
+            shim = _shim.Shim("report", Knowledge.of(Profile(name="empty")))
+            got_rec, got_seg = TABLE.lookup(t)
             assert got_rec is rec
-            expected = shim._verdict("all_reduce", t, got_rec, got_seg, pg) is not None
+            expected = shim._verdict("all_reduce", got_rec, got_seg, pg) is not None
             runtime.clear_violations()
             with runtime.enforce("report") as ctx:
                 dist.all_reduce(t, group=pg)
             assert bool(ctx.violations) == expected, (alloc, registered, seg, pg)
         finally:
             if seg is not None:
-                _shim.TABLE.drop_segment(dev, storage.data_ptr())
-            del t, storage
-            gc.collect()
+                TABLE.drop_segment(dev, storage.data_ptr())
+            del t, storage  # freed at once (no cycle): its record goes with it
 
 
 def test_helper_declared_after_its_frames_were_seen(groups):
@@ -378,4 +383,4 @@ def test_binding_bookkeeping_does_not_dispatch_through_other_modes(groups):
         with runtime.simulated_symmetric_memory(a):
             t = torch.empty(32)
     assert seen == ["empty"], seen
-    assert _shim.TABLE.lookup(t)[0].alloc_group is a
+    assert TABLE.lookup(t)[0].alloc_group is a

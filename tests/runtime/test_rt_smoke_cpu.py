@@ -9,9 +9,8 @@ import pytest
 pytest.importorskip("torch")
 
 from rt_launch import launch  # noqa: E402
-from rt_seeded import expected_runtime, seeded  # noqa: E402
-
-VARIANTS = ("correct", "missing_group", "wrong_group", "pool_reuse")
+from rt_seeded import MODEL, expected_runtime, seeded  # noqa: E402
+from smoke_model import VARIANTS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -48,16 +47,25 @@ def test_missing_group_needs_four_ranks(smoke):
     assert codes == ({"CGL002"} if world == 4 else set())
 
 
+def _line_after(line, text):
+    """The first line after ``line`` of the model that contains ``text``."""
+    with open(MODEL, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    return next(i for i in range(line + 1, len(lines) + 1) if text in lines[i - 1])
+
+
 def test_messages_name_both_groups_and_both_sites(smoke):
     world, results = smoke
-    v = results[0]["variants"]["wrong_group"]["violations"][0]
-    assert v["message"].startswith("CGL002 buffer bound to group 'moe_ep' (allocated at ")
-    assert "model_wrong_group.py:%d)" % v["line"] in v["message"]
-    assert "is used by all_gather_into_tensor on group 'tp' at " in v["message"]
-    assert v["message"].endswith("model_wrong_group.py:%d" % v["collective_line"])
-    assert v["collective_line"] == v["line"] + 1  # the dp_gather_partial call, not a helper frame
+    [v] = results[0]["variants"]["wrong_group"]["violations"]
+    assert v["message"] == (
+        f"CGL002 buffer bound to group 'moe_ep' (allocated at {os.path.relpath(MODEL, os.path.dirname(MODEL))}:{v['line']}) "
+        f"is used by all_gather_into_tensor on group 'tp' at model.py:{v['collective_line']}"
+    )
+    # the model's dp_gather_partial call, not a helper's frame
+    assert v["collective_line"] == _line_after(v["line"], "dp_gather_partial(global_hidden")
+    assert (v["collective"], v["buffer_group"], v["collective_group"]) == ("all_gather_into_tensor", "moe_ep", "tp")
     if world == 4:
-        m = results[0]["variants"]["missing_group"]["violations"][0]
+        [m] = results[0]["variants"]["missing_group"]["violations"]
         assert "bound to group 'tp'" in m["message"] and "on group 'attn_tp'" in m["message"]
 
 
@@ -67,26 +75,30 @@ def test_outputs_bitwise_equal_with_and_without_shim(smoke):
         assert all(v["equal"] for v in result["variants"].values())
 
 
-def test_torch_restored_exactly(smoke):
+def test_torch_and_the_model_restored_exactly(smoke):
     _, results = smoke
     for result in results:
         assert all(result["restored"].values()), result["restored"]
-        assert result["mode_stack_restored"]
-        assert result["wrapped_restored"] and result["after_all_restored"]
+        assert result["mode_stack_restored"] and result["after_all_restored"]
 
 
 def test_group_wrapper_methods_checked_once(smoke):
+    """The coordinator's method is checked (a profile group class); the torch.distributed call
+    it makes is not checked a second time."""
     _, results = smoke
-    wrapped = results[0]["wrapped"]
-    assert [(v["code"], v["collective"]) for v in wrapped] == [("CGL002", "all_gather_into_tensor")]
+    found = results[0]["variants"]["wrong_group"]["violations"]
+    assert [(v["code"], v["collective"]) for v in found] == [("CGL002", "all_gather_into_tensor")]
 
 
 def test_assert_and_warn_modes(smoke):
     _, results = smoke
+    [(_, line, _, _, _)] = seeded("wrong_group")
     for result in results:
         assert result["assert"]["code"] == "CGL002"
         assert result["assert"]["message"].startswith("CGL002 ")
-        assert len(result["warn"]) == 1 and result["warn"][0].startswith("CGL002 ")
+        [warning] = result["warn"]
+        assert warning["message"].startswith("CGL002 ")
+        assert (warning["path"], warning["line"]) == (MODEL, line)  # the user's line, not the shim's
 
 
 def test_rank_divergence_over_gloo_side_group(tmp_path):
@@ -100,3 +112,10 @@ def test_rank_divergence_over_gloo_side_group(tmp_path):
     r0 = results[0]
     assert r0["timeout_verdict"] is None and r0["timeout_warned"]
     assert r0["timeout_s"] < 10
+
+
+def test_the_pool_reuse_rule_page_names_the_seeded_line():
+    from commgroup_lint.rule import all_rules
+
+    [(_, line, _, _, _)] = seeded("pool_reuse")
+    assert [e.line for e in all_rules().by_code("CGL005").INVALID] == [line]

@@ -1,7 +1,10 @@
 """DP-attention buffers and gathers, shaped like ``sglang.srt.layers.dp_attention``.
 
-Max-length padding: every attention-DP rank holds ``local_len`` tokens; the global
-buffer holds ``attention_dp_size * local_len``.
+Max-length padding: every attention-DP rank holds ``local_len`` tokens; the global buffer
+holds ``attention_dp_size * local_len``. The symmetric pool registers memory with the group
+of each context (``pool_scheme="per_context"``, newer SGLang) or a block once, with the group
+that created it (``"on_create"``, older SGLang). On CUDA it is a real NCCL mem pool
+(``nccl_pool``); on the CPU the runtime shim's model of one.
 """
 
 from __future__ import annotations
@@ -10,23 +13,25 @@ import contextlib
 
 import torch
 
-from commgroup_lint.runtime import simulated_symmetric_memory
+from commgroup_lint.runtime import SimulatedSymmetricPool, simulated_symmetric_memory
 from smoke_model.parallel_state import get_attention_tp_group, get_tp_group
-
-__commgroup_lint_helper__ = True
 
 _ATTN_DP_SIZE = 1
 _LOCAL_LEN = 0
 _HIDDEN = 0
 _DTYPE = torch.float32
 _DEVICE = torch.device("cpu")
+_POOL_SCHEME = "per_context"
+_CPU_POOLS = {scheme: SimulatedSymmetricPool(scheme) for scheme in ("per_context", "on_create")}
 SYMMETRIC_MEMORY = True
 
 
-def initialize_dp_attention(attention_dp_size, local_len, hidden, dtype=torch.float32, device="cpu"):
-    global _ATTN_DP_SIZE, _LOCAL_LEN, _HIDDEN, _DTYPE, _DEVICE
+def initialize_dp_attention(attention_dp_size, local_len, hidden, dtype=torch.float32, device="cpu",
+                            pool_scheme="per_context"):
+    global _ATTN_DP_SIZE, _LOCAL_LEN, _HIDDEN, _DTYPE, _DEVICE, _POOL_SCHEME
     _ATTN_DP_SIZE, _LOCAL_LEN, _HIDDEN = attention_dp_size, local_len, hidden
-    _DTYPE, _DEVICE = dtype, torch.device(device)
+    _DTYPE, _DEVICE, _POOL_SCHEME = dtype, torch.device(device), pool_scheme
+    _CPU_POOLS[pool_scheme].reset()
 
 
 def get_attention_dp_size() -> int:
@@ -48,8 +53,8 @@ def use_symmetric_memory(group, disabled=False):
     if _DEVICE.type == "cuda":
         from smoke_model.nccl_pool import NcclSymmetricMemory
 
-        return NcclSymmetricMemory(group, scheme="per_context")
-    return simulated_symmetric_memory(group)
+        return NcclSymmetricMemory(group, scheme=_POOL_SCHEME)
+    return simulated_symmetric_memory(group, pool=_CPU_POOLS[_POOL_SCHEME])
 
 
 def get_local_dp_buffer(group) -> torch.Tensor:

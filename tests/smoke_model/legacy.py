@@ -9,8 +9,6 @@ from smoke_model import dp_attention
 from smoke_model.dp_attention import use_symmetric_memory
 from smoke_model.parallel_state import get_tp_group
 
-__commgroup_lint_helper__ = True
-
 
 def get_local_dp_buffer(group=None) -> torch.Tensor:
     if group is None:
@@ -18,9 +16,3 @@ def get_local_dp_buffer(group=None) -> torch.Tensor:
     with use_symmetric_memory(group):
         return torch.empty((dp_attention._LOCAL_LEN, dp_attention._HIDDEN), dtype=dp_attention._DTYPE,
                            device=dp_attention._DEVICE)
-
-
-def get_global_dp_buffer(group=None) -> torch.Tensor:
-    if group is None:
-        group = get_tp_group()
-    return dp_attention.get_global_dp_buffer(group)

@@ -1,17 +1,16 @@
-"""Real symmetric memory on CUDA: one NCCL mem pool shared by all groups.
+"""Real symmetric memory on CUDA: one NCCL mem pool shared by all groups, registered with a
+group's communicator (``register_mem_pool``) when its context exits.
 
-``scheme="per_context"`` registers the pool's segments with the group at each context
-exit (newer SGLang); ``scheme="on_create"`` registers a segment only with the group whose
-context created it (older SGLang).
+``scheme="per_context"`` registers the pool's segments with the group at each context exit
+(newer SGLang); ``scheme="on_create"`` registers a segment only with the group whose context
+created it (older SGLang). Nothing here knows of the runtime shim: it binds what is allocated
+inside through the profile (``use_symmetric_memory`` is a context in ``commgroup-lint.toml``)
+and sees the registrations through ``register_mem_pool``.
 """
 
 from __future__ import annotations
 
 import torch
-
-from commgroup_lint.runtime import simulated_symmetric_memory
-
-__commgroup_lint_helper__ = True
 
 _POOLS: dict = {}  # scheme -> MemPool (the two schemes never share memory)
 _REGISTERED: dict = {}  # (scheme, group) -> set of segment addresses registered with it
@@ -35,15 +34,12 @@ class NcclSymmetricMemory:
         self.pool = get_nccl_mem_pool(group, scheme)
 
     def __enter__(self):
-        self._bind = simulated_symmetric_memory(self.group, register=False)
         self._use = torch.cuda.use_mem_pool(self.pool)
-        self._bind.__enter__()
         self._use.__enter__()
         return self
 
     def __exit__(self, *exc):
         self._use.__exit__(*exc)
-        self._bind.__exit__(*exc)
         segs = {s["address"] for s in self.pool.snapshot()}
         mine = _REGISTERED.setdefault((self.scheme, self.group), set())
         seen = _SEEN.setdefault(self.scheme, set())

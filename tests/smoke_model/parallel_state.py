@@ -9,8 +9,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-__commgroup_lint_helper__ = True
-
 _TP = None
 _ATTN_TP = None
 _ATTN_CP = None

@@ -1,10 +1,19 @@
-"""Smoke model, variant: wrong group. The MoE forward allocates its global buffer for the MoE-EP
-group, then gathers into it on TP: the same ranks, a different group.
+"""The smoke model: a decoder layer with attention data parallelism, shaped like SGLang's.
 
-A decoder layer with attention data parallelism: a DeepSeek-V4-style MoE forward (gather
-into the global buffer, experts, scatter back into a local buffer) and a layer
-communicator whose sibling methods pick the local buffer's group by the world-size
-relation.
+A DeepSeek-V4-style MoE forward (gather into the global buffer, experts, scatter back into a
+local buffer) and a layer communicator whose sibling methods pick the local buffer's group by
+the world-size relation. ``bug`` seeds one bug (``VARIANTS``); each seeded line ends with
+``# seeded[VARIANT]: STATIC (runtime: RUNTIME on N[,M] ranks)``: what the static linter
+reports there, and what the runtime shim reports when the model runs with that bug, on which
+world sizes. The static linter reads every branch, so it reports all seeded lines at once.
+
+* ``missing_group``: the communicator's scatter calls the legacy allocator without a group; it
+  falls back to TP, but on 4 ranks the buffer feeds an attention-TP collective.
+* ``wrong_group``: the MoE forward allocates its global buffer for the MoE-EP group, then
+  gathers into it on TP: the same ranks, a different group.
+* ``pool_reuse``: the code is correct, but the old pool (``initialize_dp_attention(...,
+  pool_scheme="on_create")``) registers a block once: the MoE-EP routing buffer's block is
+  handed to the TP global buffer still registered with MoE-EP.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from smoke_model.dp_attention import (
     get_global_dp_buffer,
     get_local_dp_buffer,
 )
+from smoke_model.legacy import get_local_dp_buffer as legacy_get_local_dp_buffer
 from smoke_model.parallel_state import (
     get_attention_tp_group,
     get_moe_ep_group,
@@ -49,9 +59,10 @@ class TPMLP(torch.nn.Module):
 class DeepseekV4MoE(torch.nn.Module):
     """DeepSeek-V4 style: gather, compute, scatter, each buffer allocated for its consumer."""
 
-    def __init__(self, hidden: int, device):
+    def __init__(self, hidden: int, device, bug: str | None = None):
         super().__init__()
         self.experts = TPMLP(hidden, seed=1, device=device)
+        self.bug = bug
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         routing = get_global_dp_buffer(get_moe_ep_group())
@@ -60,7 +71,10 @@ class DeepseekV4MoE(torch.nn.Module):
         get_moe_ep_group().all_reduce(expert_load)
         scale = expert_load[:1].reciprocal()  # stays on the device: no host sync
         del routing
-        global_hidden = get_global_dp_buffer(get_moe_ep_group())  # seeded: CGL002 (runtime: CGL002 on 2,4 ranks)
+        if self.bug == "wrong_group":
+            global_hidden = get_global_dp_buffer(get_moe_ep_group())  # seeded[wrong_group]: CGL002 (runtime: CGL002 on 2,4 ranks)
+        else:
+            global_hidden = get_global_dp_buffer(get_tp_group())  # seeded[pool_reuse]: CGL005 (runtime: CGL005 on 2,4 ranks)
         dp_gather_partial(global_hidden, hidden_states)
         out = self.experts(global_hidden) * scale
         local_hidden = get_local_dp_buffer(get_tp_group())
@@ -70,6 +84,9 @@ class DeepseekV4MoE(torch.nn.Module):
 
 class LayerCommunicator:
     """Sibling methods choose the local buffer's group by the same size relation."""
+
+    def __init__(self, bug: str | None = None):
+        self.bug = bug
 
     def gather_hidden_states(self, hidden_states: torch.Tensor) -> torch.Tensor:
         global_hidden = get_global_dp_buffer(get_tp_group())
@@ -81,7 +98,10 @@ class LayerCommunicator:
             group = get_tp_group()
         else:
             group = get_attention_tp_group()
-        local_hidden = get_local_dp_buffer(group)
+        if self.bug == "missing_group":
+            local_hidden = legacy_get_local_dp_buffer()  # seeded[missing_group]: CGL001 (runtime: CGL002 on 4 ranks)
+        else:
+            local_hidden = get_local_dp_buffer(group)
         dp_scatter(local_hidden, global_hidden)
         return local_hidden
 
@@ -96,11 +116,11 @@ class LayerCommunicator:
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, hidden: int, device):
+    def __init__(self, hidden: int, device, bug: str | None = None):
         super().__init__()
-        self.moe = DeepseekV4MoE(hidden, device)
+        self.moe = DeepseekV4MoE(hidden, device, bug)
         self.mlp = TPMLP(hidden, seed=2, device=device)
-        self.comm = LayerCommunicator()
+        self.comm = LayerCommunicator(bug)
 
     def forward(self, hidden_states: torch.Tensor):
         global_hidden = self.comm.gather_hidden_states(hidden_states)

@@ -1,0 +1,63 @@
+"""Groups as the shim sees them: the ``ProcessGroup`` object behind any spelling of a group,
+and a label for messages. Groups are identified by object, never by rank membership: two
+groups over the same ranks are two groups (two communicators)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.distributed as dist
+
+_ProcessGroup = dist.ProcessGroup
+_LABELS: dict[Any, str] = {}
+#: Attributes under which group wrappers hold their ProcessGroup, tried in order.
+_WRAPPED = ("device_group", "process_group", "pg")
+
+
+def as_process_group(group: Any) -> Any:
+    """The ProcessGroup behind ``group``: a ProcessGroup, a wrapper holding one, a group name
+    (what functional and symmetric-memory ops take), or None for the default group."""
+    if isinstance(group, _ProcessGroup):  # the hot case, first (WORLD is one too)
+        return group
+    if group is None or group is dist.group.WORLD:
+        return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
+    if isinstance(group, str):
+        return dist.distributed_c10d._resolve_process_group(group)
+    for attr in _WRAPPED:
+        pg = getattr(group, attr, None)
+        if isinstance(pg, _ProcessGroup):
+            label = getattr(group, "unique_name", None) or getattr(group, "group_name", None)
+            if isinstance(label, str) and label and pg not in _LABELS:
+                _LABELS[pg] = label
+            return pg
+    return group
+
+
+def name_group(group: Any, label: str) -> Any:
+    """Give ``group`` (a ProcessGroup or a wrapper) a label for messages; returns ``group``."""
+    _LABELS[as_process_group(group)] = label
+    return group
+
+
+def group_label(pg: Any) -> str:
+    """The label for messages: one given by ``name_group`` or a wrapper's ``unique_name``,
+    else the group's ``group_desc``, else ``world`` for the default group, else its name."""
+    if pg is None:
+        return "<none>"
+    label = _LABELS.get(pg)
+    if label:
+        return label
+    desc = getattr(pg, "group_desc", None)
+    if desc and desc not in ("undefined", "default_pg") and not desc.startswith("commgroup"):
+        return desc
+    if dist.is_initialized() and pg is dist.distributed_c10d._get_default_group():
+        return "world"
+    return str(getattr(pg, "group_name", pg))
+
+
+def rank() -> int | None:
+    """This process's global rank, or None outside a process group."""
+    try:
+        return dist.get_rank() if dist.is_initialized() else None
+    except (RuntimeError, ValueError):  # pragma: no cover - torn down
+        return None

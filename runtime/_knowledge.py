@@ -1,0 +1,80 @@
+"""What the shim knows of the engines: the linter's profiles and the user's configuration.
+
+The same data the static rules read, found the same way: the shipped profiles (all of them
+unless a selection names some: ``enforce(profile=...)``, ``COMMGROUP_LINT_RUNTIME_PROFILE``,
+the pytest option, or the configuration's ``profile`` key), extended by the
+``extend-profile`` table of the configuration file found from the working directory upward
+(``[tool.commgroup-lint]`` in ``pyproject.toml``, or ``commgroup-lint.toml``). Entries whose
+module is never imported cost nothing, so loading every shipped profile is the detection.
+
+Reading them imports the linter's profile and configuration modules only: no torch, libcst,
+click or rich.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from commgroup_lint.config import find_config, load_config
+from commgroup_lint.profile import Context, GroupParam, Profile, load_shipped, shipped_profiles
+from commgroup_lint.runtime_profile import GroupClass
+
+PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """The profile entries the shim acts on, by qualified name."""
+
+    contexts: Mapping[str, Context]
+    allocators: Mapping[str, GroupParam]
+    group_classes: Mapping[str, GroupClass]
+    collective_methods: frozenset[str]
+    helpers: frozenset[str]
+    """Allocators and collective helpers: their frames are skipped to find the caller's line."""
+    helper_modules: tuple[str, ...]
+
+    @classmethod
+    def of(cls, profile: Profile) -> Knowledge:
+        return cls(
+            contexts=dict(profile.contexts),
+            allocators=dict(profile.allocators),
+            group_classes=dict(profile.runtime.group_classes),
+            collective_methods=profile.collective_methods,
+            helpers=frozenset(profile.allocators) | frozenset(profile.collectives),
+            helper_modules=profile.runtime.helper_modules,
+        )
+
+
+def requested_profiles(profile: str | Sequence[str] | None = None) -> tuple[str, ...] | None:
+    """The profile names asked for: the argument, else the environment variable, else None."""
+    if profile is None:
+        profile = os.environ.get(PROFILE_ENV_VAR) or None
+    if profile is None:
+        return None
+    names = profile.split(",") if isinstance(profile, str) else list(profile)
+    return tuple(n.strip() for n in names if n.strip()) or None
+
+
+def load(profile: str | Sequence[str] | None = None, cwd: str | os.PathLike[str] | None = None,
+         use_config: bool = True) -> Knowledge:
+    """The knowledge for ``profile`` (see the module docstring); raises ``ProfileError`` for
+    an unknown profile and ``ConfigError`` for a malformed configuration file."""
+    config = find_config([], Path(cwd or os.getcwd())) if use_config else None
+    stamp = config.stat().st_mtime_ns if config is not None else None
+    return _load(requested_profiles(profile), config, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(names: tuple[str, ...] | None, config_path: Path | None, _stamp: int | None) -> Knowledge:
+    config = load_config(config_path) if config_path is not None else None
+    if names is None:
+        names = (config.profile,) if config is not None and config.profile else tuple(shipped_profiles())
+    profile = functools.reduce(Profile.merged, [load_shipped(n) for n in names])
+    if config is not None and config.extend_profile is not None:
+        profile = profile.merged(config.extend_profile)
+    return Knowledge.of(profile)

@@ -1,0 +1,85 @@
+"""The runtime log: one JSON object per violation, appended as it happens.
+
+Every process of a run (spawn children, torchrun ranks, server subprocesses) appends to the
+file named by ``COMMGROUP_LINT_RUNTIME_LOG``: one line per distinct violation, written with
+``O_APPEND`` in a single ``write`` so lines of concurrent processes never interleave. Each
+line is :meth:`Violation.as_dict` plus the ``mode`` in force and the ``pid``. The pytest
+plugin reads it to fail the test during which a violation happened, and
+``commgroup-lint runtime-log`` renders it with the linter's reporters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ._imports import say
+from ._report import Violation
+
+LOG_ENV_VAR = "COMMGROUP_LINT_RUNTIME_LOG"
+
+
+def append(violation: Violation, mode: str) -> None:
+    """Append ``violation`` to the log, when one is named."""
+    path = os.environ.get(LOG_ENV_VAR)
+    if not path:
+        return
+    record = {**violation.as_dict(), "mode": mode, "pid": os.getpid()}
+    line = (json.dumps(record) + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        say(f"cannot write the runtime log {path}: {exc.strerror or exc}")
+
+
+def read(path: str, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """The records written after byte ``offset``, and the offset after the last whole line."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1  # a line still being written is left for the next read
+    records = []
+    for line in data[:end].splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records, offset + end
+
+
+def merged(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per distinct violation (the same bug seen by several ranks or processes),
+    with ``ranks`` listing the ranks that saw it."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        key = (r.get("code"), r.get("path"), r.get("line"), r.get("collective_path"), r.get("collective_line"))
+        first = out.setdefault(key, {**r, "ranks": []})
+        if r.get("rank") is not None and r["rank"] not in first["ranks"]:
+            first["ranks"].append(r["rank"])
+    return list(out.values())
+
+
+def findings(path: str) -> list[Any]:  # list[Finding]
+    """The log's violations as the linter's findings, one per distinct violation, at its
+    allocation line (paths below the working directory made relative), for its reporters."""
+    from commgroup_lint.model import Finding, Position
+
+    records, _ = read(path)
+    out = []
+    for r in merged(records):
+        relative = os.path.relpath(r["path"])
+        where = r["path"] if relative.startswith("..") else relative
+        ranks = f" (ranks {', '.join(map(str, sorted(r['ranks'])))})" if r["ranks"] else ""
+        message = r["message"].removeprefix(f"{r['code']} ")  # the reporters print the code
+        start = Position(r["line"], 1)
+        out.append(Finding(r["code"], where, start, start, message + ranks))
+    return sorted(out, key=lambda f: f.sort_key)
