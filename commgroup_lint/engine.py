@@ -272,7 +272,7 @@ class Linter:
                 if same:
                     indexed = index.module(source.display)
                 else:  # not indexed, or a fix changed it
-                    indexed = index_module(source.path, source.display, source.text, self.frontend)
+                    indexed = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
             except ParseFailure as failure:
                 yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
                 return

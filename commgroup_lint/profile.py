@@ -130,6 +130,7 @@ class Profile:
     pool_bindings: dict[str, PoolBinding] = field(default_factory=dict)
     collectives: dict[str, Collective] = field(default_factory=dict)
     local_copies: frozenset[str] = frozenset()
+    unrelated: frozenset[str] = frozenset()  # in `packages`, named like an entry but another API
     tensor_factories: frozenset[str] = frozenset()  # by final name: `torch.empty` or a method `new_empty`
     pinned: frozenset[str] = frozenset()
     """Names the user's configuration describes: a definition in the scanned code never overrides them."""
@@ -227,7 +228,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories", "runtime",
+    "local_copies", "tensor_factories", "unrelated", "runtime",
 }
 
 
@@ -269,6 +270,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         pool_bindings={k: r.pool_binding(v, f"pool_bindings.{k}") for k, v in r.table(data, "pool_bindings").items()},
         collectives={k: r.collective(v, f"collectives.{k}") for k, v in r.table(data, "collectives").items()},
         local_copies=frozenset(r.strings(r.table(data, "local_copies"), "names", "local_copies")),
+        unrelated=frozenset(r.strings(r.table(data, "unrelated"), "names", "unrelated")),
         tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
         names=(name,),
         runtime=parse_runtime(r, r.table(data, "runtime")),

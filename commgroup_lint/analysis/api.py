@@ -22,8 +22,9 @@ WORLD = "world"
 
 
 class _Table(Generic[T]):
-    def __init__(self, entries: dict[str, T], packages: tuple[str, ...]) -> None:
+    def __init__(self, entries: dict[str, T], packages: tuple[str, ...], unrelated: frozenset[str] = frozenset()) -> None:
         self._packages = packages
+        self._unrelated = unrelated  # matched by nothing but their exact name
         self._tails: dict[str, str | None] = {}  # name -> its tail key (asked again and again)
         self._exact = dict(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
@@ -48,7 +49,7 @@ class _Table(Generic[T]):
         if name in self._hidden:
             return None
         found = self._exact.get(name)
-        if found is None and (key := self.tail_key(name)):
+        if found is None and name not in self._unrelated and (key := self.tail_key(name)):
             found = None if key in self._hidden else self._by_tail.get(key)
         return found
 
@@ -104,9 +105,10 @@ def _is_attribute(name: str) -> bool:
 
 
 def binds_memory(call: b.Behaviour | None) -> bool:
-    """Whether calling it returns memory bound to a group, a context that binds, or registers memory."""
+    """Whether calling it returns memory bound to a group, a context that binds, or registers
+    (or keeps) memory bound to a group it is given."""
     return call is not None and bool(
-        call.allocator() or call.context() or call.registers or call.binds_pools
+        call.allocator() or call.context() or call.registers or call.binds_pools or call.keeps
         or any(isinstance(r, b.PoolContext) for r in call.returns)
     )
 
@@ -166,21 +168,26 @@ class Api:
 
     def __post_init__(self) -> None:
         p = self.profile
+        # a group whose world size the profile names has one rank when that size is 1
+        sized = {group: [f"{info.size} == 1"] for group, info in p.groups.items() if info.size}
         self._single_rank = {
-            group: tuple(filter(None, map(parse_relation, relations)))
-            for group, relations in p.single_rank.items()
+            group: tuple(filter(None, map(parse_relation, [*sized.get(group, ()), *p.single_rank.get(group, ())])))
+            for group in {*sized, *p.single_rank}
         }
         self._aliases = {
             (group, other): key
             for group, others in p.aliases.items() for other, relation in others.items()
             if (key := parse_relation(relation))
         }
-        self.entries = _Table(profile_entries(p), p.packages)
+        self.entries = _Table(profile_entries(p), p.packages, p.unrelated)
+        self._shipped = _Table(profile_entries(p), p.packages, p.unrelated)  # never overridden
         self.classes = _Table({}, ())
         self.misuses = _Table({}, ())
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
-        self.quantities = frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
+        self.quantities = (frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
+                           | frozenset(info.size for info in p.groups.values() if info.size))
+        self.namespaces = frozenset(package.partition(".")[0] for package in p.packages)  # see `module_name_for`
         self._profile_words = self._binding_words()
         self.helper_words: set[str] = set()  # module-level helpers of the scanned code that bind memory
 
@@ -190,6 +197,16 @@ class Api:
     def call(self, name: str) -> b.Behaviour | None:
         found = self.entries.get(name)
         return found.call if found is not None else None
+
+    def overridable(self, name: str, summary: b.Behaviour) -> bool:
+        """Whether the scanned definition's summary replaces the profile's entry for `name`: not
+        when the user pinned the entry, nor when the entry binds memory and the summary does not
+        (a definition the analysis cannot read through, such as a context class, must not erase
+        what the profile knows)."""
+        if self.is_pinned(name):
+            return False
+        shipped = self._shipped.get(name)
+        return shipped is None or not binds_memory(shipped.call) or binds_memory(summary)
 
     def is_pinned(self, name: str) -> bool:
         """The user's configuration describes `name`: the scanned code's definition does not override it."""

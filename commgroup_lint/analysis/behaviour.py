@@ -167,11 +167,14 @@ class Behaviour:
     copies: tuple[tuple[ArgRef, ArgRef], ...] = ()  # (destination, source): a local copy, not a collective
     registers: tuple[Register, ...] = ()
     binds_pools: tuple[BindPool, ...] = ()
+    keeps: tuple[Memory, ...] = ()
+    """Memory it binds to a group its caller gives and keeps (on `self`, in a global) rather than
+    returns: each call binds memory to the caller's group (`Buffer(process_group=tp)`)."""
     origin: str | None = None  # where the scanned code defines it
 
     @property
     def empty(self) -> bool:
-        return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools)
+        return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools or self.keeps)
 
     def allocator(self) -> Memory | None:
         """The memory this call returns, when it is an allocation API."""

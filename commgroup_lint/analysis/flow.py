@@ -126,7 +126,7 @@ class Scope:
     class_qualname: str | None = None
     display: str = ""  # the file, for "path:line" origins
     is_method: bool = False  # the first parameter is `self` (or `cls`)
-    local_classes: dict[str, tuple[tuple[str, ...], frozenset[str]]] | None = None  # this module's classes
+    local_classes: dict[str, tuple] | None = None  # this module's classes
     names: dict[str, Value] = field(default_factory=dict)  # module-level names' values, within one analysis
 
 
@@ -434,7 +434,7 @@ class FunctionFlow:
         if value == UNKNOWN_VALUE and not isinstance(e, (ir.Starred, ir.Const)):
             text = self.group_text(e)
             if text is not None:
-                return value | {GroupFact(SYMBOLIC + text)}
+                return frozenset({GroupFact(SYMBOLIC + text)})
         return value
 
     def on_self(self, e: ir.Expr) -> bool:
@@ -581,6 +581,7 @@ class FunctionFlow:
             if self.facts.class_qualname and path.startswith(self.facts.class_qualname + "."):
                 return {UNKNOWN}
             if self.class_info(path) is not None:  # constructing a class of the scanned code
+                self.construct(path, c, args)
                 return {ObjectFact(path)}
             return {PathFact(f"{path}()")}
         arguments = _Arguments(c, args, bound)
@@ -589,6 +590,14 @@ class FunctionFlow:
         if not behaviour.returns:
             return {UNKNOWN}
         return self.instantiate_all(behaviour.returns, path, c, arguments, sub)
+
+    def construct(self, cls: str, c: ir.Call, args: list[Value]) -> None:
+        """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given)."""
+        init = self.resolve_method("__init__", cls)
+        behaviour = self.api.call(init) if init else None
+        if behaviour is not None:
+            arguments = _Arguments(c, args, ())
+            self.apply_effects(behaviour, init, c, arguments, self.substitution(arguments, None))
 
     def partial(self, c: ir.Call, args: list[Value]) -> set[Fact]:
         """`functools.partial(f, *args, **kwargs)`: a callable that calls `f` with those arguments too."""
@@ -673,6 +682,10 @@ class FunctionFlow:
             self.local_copy(arguments.value(dst), arguments.value(src))
         for register in behaviour.registers:
             self.register(register, path, c, arguments)
+        for kept in behaviour.keeps:
+            cond, _, impossible = sub.apply(kept.cond)
+            if not impossible:
+                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond)
 
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
                         sub: Substitution | None = None) -> set[Fact]:
@@ -769,7 +782,7 @@ class FunctionFlow:
             groups = binding.groups or None
         else:
             value = arguments.value(binding.param)
-            if value is not None and _is_none(arguments.expr(binding.param)):
+            if value is not None and (_is_none(arguments.expr(binding.param)) or value == _NONE_VALUE):
                 value = None  # `group=None`: the default
             if value is None and binding.default:
                 groups = binding.default
@@ -781,6 +794,8 @@ class FunctionFlow:
                     missing = binding.param.param
             else:
                 value = frozenset(flatten(value))  # a list of groups: bound to each of them
+                # `groups=self.groups`, None on some paths: a None the callee replaced before using it
+                value -= _NONE_VALUE
                 value = self.as_group(value, arguments.expr(binding.param))
                 groups = guarded_groups(value)
                 self.want_groups(value)
@@ -1107,6 +1122,10 @@ def _forget(value: Value, names: set[str]) -> Value:
 @lru_cache(maxsize=4096)
 def _constant(value: object) -> Value:
     return frozenset({ConstFact(value)})
+
+
+_NONE = ConstFact(None)
+_NONE_VALUE = frozenset({_NONE})
 
 
 def _groups_value(groups: tuple[Guarded, ...]) -> Value:

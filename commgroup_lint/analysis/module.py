@@ -22,7 +22,9 @@ from commgroup_lint.analysis.facts import (
 from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
 from commgroup_lint.analysis.names import ImportTable
 
-ClassInfo = tuple[tuple[str, ...], frozenset[str]]  # (qualified bases, names of the methods it defines)
+ClassInfo = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Value], ...]]
+"""(qualified bases, names of the methods it defines, what its methods store on `self` that a
+subclass in another module reads: see `class_attributes`)."""
 _SHARED_SCOPES = (QUANTITY, GLOBAL, SELF)
 
 
@@ -45,7 +47,7 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
             qualname = f"{prefix}.{cls.name}"
             bases = tuple(q for base in cls.bases if (q := imports.qualify(base)))
             methods = frozenset(fn.name for fn in _definitions(cls.body, ir.FunctionDef))
-            found[qualname] = (bases, methods)
+            found[qualname] = (bases, methods, ())
             visit(cls.body, qualname)
 
     visit(module.body, imports.module)
@@ -74,13 +76,28 @@ class _ModuleAnalysis:
         for klass in _definitions(body, ir.ClassDef):
             yield from self.klass(klass, f"{prefix}.{klass.name}", top_level)
 
+    def imported_attributes(self, cls: str) -> list[tuple[str, Value]]:
+        """What a class of another module (and its own bases) stores on `self`, as indexed."""
+        found: list[tuple[str, Value]] = []
+        pending, seen = [cls], set()
+        while pending and len(seen) < 32:
+            klass = pending.pop(0)
+            info = self.api.classes.get(klass)
+            if klass in seen or info is None:
+                continue
+            seen.add(klass)
+            found += info[2]
+            pending += info[0]
+        return found
+
     def scope(self, cls: str | None, is_method: bool) -> Scope:
         return Scope(self.imports, cls, self.display, is_method, self.classes, self.names)
 
     def klass(self, klass: ir.ClassDef, qualname: str, top_level: bool) -> Iterator[FunctionFacts]:
         seed: Env = {}
-        for base in self.classes.get(qualname, ((), frozenset()))[0]:
-            for key, value in self.stores.get(base, {}).items():
+        for base in self.classes.get(qualname, ((), frozenset(), ()))[0]:
+            inherited = self.stores[base].items() if base in self.stores else self.imported_attributes(base)
+            for key, value in inherited:
                 seed[key] = seed.get(key, frozenset()) | value
         for fn in _definitions(klass.body, ir.FunctionDef):
             if _is_static(fn) or not _stores_on_self(fn):
@@ -147,10 +164,9 @@ def _carried(f: Fact, fn: ir.FunctionDef) -> Fact | None:
         return GroupFact(SYMBOLIC + f.name.lstrip("*"))
     if isinstance(f, CondFact):
         return CondFact(scoped(f.when_true, _SHARED_SCOPES), scoped(f.when_false, _SHARED_SCOPES))
-    if isinstance(f, BufferFact):
-        return BufferFact(replace(f.allocation, cond=scoped(f.allocation.cond, _SHARED_SCOPES)))
-    if isinstance(f, ContextFact):
-        return ContextFact(replace(f.allocation, cond=scoped(f.allocation.cond, _SHARED_SCOPES)))
+    if isinstance(f, (BufferFact, ContextFact)):
+        # the storing method's parameters are not the reader's: the group stays by its name
+        return type(f)(replace(f.allocation, cond=scoped(f.allocation.cond, _SHARED_SCOPES), group_params=frozenset()))
     if isinstance(f, (SizeFact, CallableFact, ObjectFact)):
         return f
     if isinstance(f, TupleFact):
@@ -160,6 +176,22 @@ def _carried(f: Fact, fn: ir.FunctionDef) -> Fact | None:
 
 
 _CLOSURE = (GroupFact, SizeFact, CondFact, BufferFact, ContextFact, CallableFact, PathFact)
+_PORTABLE = (GroupFact, SizeFact, CondFact, ObjectFact)  # what means the same in another module
+
+
+def class_attributes(functions: Sequence[FunctionFacts]) -> dict[str, tuple[tuple[str, Value], ...]]:
+    """Per class, the groups, sizes, flags and objects its methods store on `self`: what a
+    subclass defined in another module inherits (`self.cpu_group` set by a base's `__init__`).
+    Memory stays behind: an allocation belongs to its own module's findings."""
+    merged: dict[str, dict[str, set[Fact]]] = {}
+    for f in functions:
+        if f.class_qualname is None or f.node is None:
+            continue
+        for key, value in f.stores.items():
+            portable = {g for g in shareable(value, f.node) if isinstance(g, _PORTABLE)}
+            if portable:
+                merged.setdefault(f.class_qualname, {}).setdefault(key, set()).update(portable)
+    return {cls: tuple((k, frozenset(v)) for k, v in sorted(attrs.items())) for cls, attrs in merged.items()}
 
 
 def _short(cls: str | None) -> str | None:

@@ -9,27 +9,29 @@ from pathlib import Path
 from commgroup_lint.analysis import ir
 
 
-def module_name_for(path: Path) -> tuple[str, bool]:
+def module_name_for(path: Path, namespaces: frozenset[str] = frozenset()) -> tuple[str, bool]:
     """The dotted module name of a file, and whether it is a package's `__init__`.
 
     The package root is the highest ancestor holding an `__init__.py` that is reached
     through directories named like identifiers, so namespace packages between a regular
-    package and the file (SGLang's `sglang/srt/` has no `__init__.py`) still count.
+    package and the file (SGLang's `sglang/srt/` has no `__init__.py`) still count. Above
+    it, a directory named in `namespaces` (the profiles' top-level packages) is a namespace
+    package too: Megatron-Core's `megatron/` has no `__init__.py`, yet its code is `megatron.core`.
     """
     path = path.resolve()
     is_package = path.name == "__init__.py"
-    prefix = _package_prefix(path.parent)
+    prefix = _package_prefix(path.parent, namespaces)
     parts = [*prefix] if is_package else [*prefix, path.stem]
     return ".".join(parts) or path.stem, is_package
 
 
 @lru_cache(maxsize=8192)
-def _package_prefix(directory: Path) -> tuple[str, ...]:
+def _package_prefix(directory: Path, namespaces: frozenset[str] = frozenset()) -> tuple[str, ...]:
     chain: list[str] = []
     best: tuple[str, ...] = ()
     while directory.name.isidentifier() and directory.parent != directory:
         chain.append(directory.name)
-        if (directory / "__init__.py").is_file():
+        if (directory / "__init__.py").is_file() or (best and directory.name in namespaces):
             best = tuple(reversed(chain))
         directory = directory.parent
     return best

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from commgroup_lint.analysis import behaviour as b
@@ -28,8 +28,8 @@ from commgroup_lint.analysis.facts import (
     PathFact, SizeFact, TupleFact,
 )
 from commgroup_lint.analysis.conditions import SIZE, kind
-from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, guarded_groups, scoped
-from commgroup_lint.analysis.module import ClassInfo, analyze_module, module_classes
+from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
+from commgroup_lint.analysis.module import ClassInfo, analyze_module, class_attributes, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
 from commgroup_lint.analysis.recording import Lookups, Recorder
 from commgroup_lint.analysis.verdict import mismatches
@@ -173,10 +173,17 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             for g in use.groups:
                 if isinstance(g, ParamFact) and (group_ref := arg(g.index)) is not None:
                     consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name))
-    behaviour = b.Behaviour(tuple(returns), tuple(dict.fromkeys(consumes)))
+    returned_ids = {id(f.allocation) for r in facts.returns for f in flatten(frozenset({r}))
+                    if isinstance(f, (BufferFact, ContextFact))}
+    keeps = tuple(dict.fromkeys(
+        b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE))
+        for a in facts.allocations
+        if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
+    ))
+    behaviour = b.Behaviour(tuple(returns), tuple(dict.fromkeys(consumes)), keeps=keeps)
     if behaviour.empty:
         return behaviour
-    return b.Behaviour(behaviour.returns, behaviour.consumes, origin=f"{display}:{fn.span.line}")
+    return replace(behaviour, origin=f"{display}:{fn.span.line}")
 
 
 def _fact_order(f: Fact) -> tuple:
@@ -260,7 +267,7 @@ class SummaryIndex:
             chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if modules is None:
-                    modules = _ModuleFinder({display: s.path for display, s in pending.items()})
+                    modules = _ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
                 chosen |= {d for d in _defining(self._wanted(), modules) if d in pending}
             if not chosen:
                 if settled:
@@ -289,7 +296,7 @@ class SummaryIndex:
             self._install_classes(cached[0].classes)
             return
         try:
-            module = index_module(source.path, source.display, source.text, self.frontend)
+            module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
         except ParseFailure:
             self.parse_failed.add(source.display)  # reported by the check, if the file can hold a finding
             return
@@ -309,7 +316,7 @@ class SummaryIndex:
         module = self.modules[display]
         if module is None:
             s = self.sources[display]
-            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend)
+            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend, self.api.namespaces)
         return module
 
     def _wanted(self) -> set[str]:
@@ -325,7 +332,10 @@ class SummaryIndex:
         while frontier:
             frontier = {callee for name in frontier for callee in passes.get(name, ())} - wanted
             wanted |= frontier
-        return wanted
+        # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
+        # methods a subclass inherits, are read from them
+        bases = {base for d in self.modules for _, (names, _, _) in self.analyses[d].classes for base in names}
+        return wanted | {base for base in bases if self.api.classes.get(base) is None}
 
     def current(self, display: str) -> ModuleAnalysis | None:
         """The module's analysis if it is valid under the `Api` as it is now."""
@@ -347,7 +357,9 @@ class SummaryIndex:
                 )
                 for f in facts
             )
-        classes = tuple(module_classes(m.module, m.imports).items())
+        attributes = class_attributes(facts)
+        classes = tuple((name, (bases, methods, attributes.get(name, ())))
+                        for name, (bases, methods, _) in module_classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
         return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api), m.imports.module, imported)
 
@@ -380,6 +392,7 @@ class SummaryIndex:
                         self.failed.add(display)
                         continue
                 self._install_now(self.analyses[display].entries)
+                self._install_classes(self.analyses[display].classes)
             found: dict[str, b.Behaviour] = {}
             definitions: dict[str, tuple[str, ...]] = {}
             words: set[str] = set()
@@ -392,6 +405,8 @@ class SummaryIndex:
                         found[entry.qualname] = entry.summary
                         if entry.by_name and binds_memory(entry.summary):
                             words.add(_final(entry.qualname))
+                        elif entry.qualname.endswith(_INIT) and entry.summary.keeps:  # `Buffer(group=...)`
+                            words.add(_final(entry.qualname[: -len(_INIT)]))
             self.api.helper_words = words
             self._install(found, definitions)
             if found == self.summaries:
@@ -437,7 +452,7 @@ class SummaryIndex:
     def _install_now(self, entries: tuple[FunctionEntry, ...]) -> None:
         """A module's summaries, installed at once for the modules analysed after it."""
         new = {e.qualname: b.Entry(call=e.summary) for e in entries
-               if e.params is not None and not e.summary.empty and not self.api.is_pinned(e.qualname)}
+               if e.params is not None and not e.summary.empty and self.api.overridable(e.qualname, e.summary)}
         changed = {name: entry for name, entry in new.items() if self.api.entries.get(name) != entry}
         if changed:
             self.api.entries.override(changed)
@@ -458,7 +473,7 @@ class SummaryIndex:
             self.recorder.changed()
 
     def _install(self, found: dict[str, b.Behaviour], definitions: dict[str, tuple[str, ...]]) -> None:
-        found = {name: summary for name, summary in found.items() if not self.api.is_pinned(name)}
+        found = {name: summary for name, summary in found.items() if self.api.overridable(name, summary)}
         self.api.entries.override({name: b.Entry(call=summary) for name, summary in found.items()})
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
@@ -494,6 +509,9 @@ def _misuses(facts: list[FunctionFacts], display: str, api: Api) -> tuple[tuple[
     return tuple(sorted(found))  # type: ignore[arg-type]
 
 
+_INIT = ".__init__"
+
+
 def _binding_of(behaviour: b.Behaviour | None) -> b.Binding | None:
     if behaviour is None:
         return None
@@ -520,8 +538,9 @@ class _ModuleFinder:
     `__init__.py` by its directory), so only the few candidates get their full module name
     worked out, not every scanned file."""
 
-    def __init__(self, paths: dict[str, Path]) -> None:
+    def __init__(self, paths: dict[str, Path], namespaces: frozenset[str]) -> None:
         self._paths = paths
+        self._namespaces = namespaces
         self._by_last: dict[str, list[str]] | None = None
         self._prefixes: dict[str, tuple[str, ...]] = {}
 
@@ -533,7 +552,7 @@ class _ModuleFinder:
                 self._by_last.setdefault(stem, []).append(display)
         found = None
         for display in self._by_last.get(module.rpartition(".")[2], ()):
-            if _module_name(self._paths[display], self._prefixes) == module:
+            if _module_name(self._paths[display], self._prefixes, self._namespaces) == module:
                 found = display  # the last one, as a dict built over all files would keep
         return found
 
@@ -551,25 +570,26 @@ def _defining(names: set[str], modules: _ModuleFinder) -> set[str]:
     return found
 
 
-def _module_name(path: Path, prefixes: dict[str, tuple[str, ...]]) -> str:
+def _module_name(path: Path, prefixes: dict[str, tuple[str, ...]], namespaces: frozenset[str]) -> str:
     """`module_name_for(path)[0]`, resolving each directory (and finding its package) once
     rather than for every file; plain strings, as this runs for every scanned file."""
     text = os.fspath(path)
     if os.path.islink(text):
-        return module_name_for(path)[0]
+        return module_name_for(path, namespaces)[0]
     head, slash, name = text.rpartition("/")
     parent = head or ("/" if slash else ".")
     prefix = prefixes.get(parent)
     if prefix is None:
-        prefix = prefixes[parent] = _package_prefix(Path(parent).resolve())
+        prefix = prefixes[parent] = _package_prefix(Path(parent).resolve(), namespaces)
     dot = name.rfind(".")
     stem = name[:dot] if 0 < dot < len(name) - 1 else name  # as `Path.stem`
     parts = [*prefix] if name == "__init__.py" else [*prefix, stem]
     return ".".join(parts) or stem
 
 
-def index_module(path: Path, display: str, text: str, frontend: str = "ast") -> IndexedModule:
+def index_module(path: Path, display: str, text: str, frontend: str = "ast",
+                 namespaces: frozenset[str] = frozenset()) -> IndexedModule:
     """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`."""
     module = lower(text, display, frontend)
-    name, is_package = module_name_for(path)
+    name, is_package = module_name_for(path, namespaces)
     return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module, text)
