@@ -43,13 +43,15 @@ def install_process_wide(mode: str, profile: str | Sequence[str] | None = None) 
 
 
 def _knowledge_for(profile: str | Sequence[str] | None):  # -> Knowledge
+    from commgroup_lint.profile import shipped_profiles
+
     from . import _knowledge
 
     try:
         return _knowledge.load(profile)
     except Exception as exc:  # a bad configuration or profile name: go on without them
         say(f"{exc}; using the shipped profiles without the configuration")
-        return _knowledge.load(_knowledge.shipped_profiles(), use_config=False)
+        return _knowledge.load(shipped_profiles(), use_config=False)
 
 
 def process_mode() -> str | None:

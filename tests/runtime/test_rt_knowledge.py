@@ -256,9 +256,9 @@ def test_profile_selection(project, monkeypatch: pytest.MonkeyPatch) -> None:
         runtime.enforce("report", profile=["nope"]).__enter__()
 
 
-def test_reading_profiles_and_configuration_needs_no_libcst_click_or_rich(project) -> None:
+def test_reading_profiles_and_configuration_needs_no_libcst_click_rich_or_pathspec(project) -> None:
     code = ("import sys; from commgroup_lint.runtime import _knowledge; k = _knowledge.load(); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'libcst', 'click', 'rich', 'torch'}), "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'libcst', 'click', 'rich', 'pathspec', 'torch'}), "
             "'cglproj.alloc.symmetric' in k.contexts)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=project,
                          env=clean_env())
