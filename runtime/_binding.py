@@ -1,9 +1,9 @@
 """Binding at allocation: tensors created inside a context are recorded as bound to its group.
 
 A function mode (``_BindMode``) is active only inside binding contexts: the profile's
-contexts, :class:`simulated_symmetric_memory`, allocators. Every tensor created there with
-a fresh storage (not a view of an argument) is recorded in the binding table with its group
-and the user's allocation line. Outside them no torch call pays anything.
+contexts and pool contexts, :class:`simulated_symmetric_memory`, allocators. Every tensor
+created there with a fresh storage (not a view of an argument) is recorded in the binding
+table with its group and the user's allocation line. Outside them no torch call pays anything.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 from ._groups import as_process_group
 from ._sites import SiteFinder
 from ._state import Active
-from ._table import TABLE, _device_key
+from ._table import POOLS, TABLE, _device_key
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -104,10 +104,13 @@ class _BindMode(TorchFunctionMode):
     """Records fresh storages created inside it as bound to ``group``. With ``pool`` they are
     also registered as that pool's scheme says; without, registration is left to the real
     hooks (a NCCL mem pool, torch symmetric memory). Memory bound to several groups at once
-    (one pool registered with each) has no single allocation group: it is recorded as
-    registered with all of them."""
+    (one pool registered with each), or drawn from a memory pool (registered with the pool's
+    groups, now or later), has no single allocation group: it is recorded as registered with
+    them, and takes the group of an enclosing context that names one (a context over a pool
+    and a group that enters ``use_mem_pool(pool)`` inside)."""
 
-    def __init__(self, group: Any, pool: SimulatedSymmetricPool | None, registered: frozenset = frozenset()) -> None:
+    def __init__(self, group: Any, pool: SimulatedSymmetricPool | None,
+                 registered: frozenset | set = frozenset()) -> None:
         super().__init__()
         self.group = group
         self.pool = pool
@@ -138,8 +141,11 @@ class _BindMode(TorchFunctionMode):
                 if ptr in inputs:
                     continue
                 dev = _device_key(t)
-                if not TABLE.has_address(dev, ptr):
+                rec = TABLE.record_at(dev, ptr)
+                if rec is None:
                     self.bind(storage, ptr, nbytes, dev)
+                elif rec.alloc_group is None and self.group is not None:  # bound inside without a group
+                    rec.alloc_group = self.group
         return out
 
     def bind(self, storage: Any, ptr: int, nbytes: int, dev: Any) -> None:
@@ -159,6 +165,14 @@ def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> _Bi
         mode = _BindMode(None, None, frozenset(as_process_group(g) for g in group))
     else:
         mode = _BindMode(as_process_group(group), pool)
+    mode.__enter__()
+    return mode
+
+
+def start_pool_binding(pool: Any) -> _BindMode:
+    """Begin binding what is allocated to the groups ``pool`` is bound to, now or later (the
+    body of ``use_mem_pool(pool)``); end it with :func:`end_binding`."""
+    mode = _BindMode(None, None, POOLS.of(pool))
     mode.__enter__()
     return mode
 

@@ -4,6 +4,8 @@ groups over the same ranks are two groups (two communicators)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import torch.distributed as dist
@@ -31,6 +33,36 @@ def as_process_group(group: Any) -> Any:
                 _LABELS[pg] = label
             return pg
     return group
+
+
+def named_group(sources: Sequence[str]) -> Any:
+    """The group a profile names by its name (a ``default = "world"``): the ``ProcessGroup``
+    behind the first of ``sources`` (module attributes holding it, getters called without
+    arguments) that gives one, or None. Only modules already imported are read: looking a
+    group up never imports, and a getter that fails (its group not created yet) gives none."""
+    for qualified in sources:
+        value = _imported(qualified)
+        if callable(value):
+            try:
+                value = value()
+            except Exception:  # an engine's getter before its groups exist
+                continue
+        pg = as_process_group(value) if value is not None else None
+        if isinstance(pg, _ProcessGroup):
+            return pg
+    return None
+
+
+def _imported(qualified: str) -> Any:
+    """The object a dotted name reaches from the longest prefix that is an imported module."""
+    parts = qualified.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        found: Any = sys.modules.get(".".join(parts[:i]))
+        if found is not None:
+            for part in parts[i:]:
+                found = getattr(found, part, None)
+            return found
+    return None
 
 
 def name_group(group: Any, label: str) -> Any:

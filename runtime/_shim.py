@@ -1,10 +1,11 @@
 """The shim: installs the hooks, decides verdicts at collectives, records violations.
 
 Memory is bound where it is allocated or registered (``_binding``, ``_registration``, the
-profile's contexts and allocators in ``_targets``); collectives are checked where they run
-(``_collectives``, the profile's group classes). This module ties them together: one
-:class:`Shim` is installed per process at a time, by the outermost :class:`enforce` or for the
-whole process (``_process``). Uninstalling leaves torch exactly as it was.
+profile's contexts, pool contexts, allocators, registrations and pool bindings in
+``_targets``); collectives are checked where they run (``_collectives``, the profile's group
+classes). This module ties them together: one :class:`Shim` is installed per process at a
+time, by the outermost :class:`enforce` or for the whole process (``_process``). Uninstalling
+leaves torch exactly as it was.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Shim:
     def __init__(self, mode: str, knowledge: Knowledge, divergence: bool = False,
                  divergence_timeout: float = 30.0) -> None:
         self.mode = check_mode(mode)
+        self.knowledge = knowledge
         self.finder = SiteFinder(knowledge.helper_modules)
         self.patcher = Patcher()
         self.collectives = CollectiveHooks(self.patcher)
@@ -53,7 +55,7 @@ class Shim:
         self.divergence = Divergence(divergence_timeout, self.finder) if divergence else None
 
     def install(self) -> None:
-        _registration.install(self.patcher)
+        _registration.install(self.patcher, self.knowledge.register_pool_methods)
         self.collectives.install()
         if self.divergence is not None:
             self.divergence.install(self.patcher)
@@ -69,8 +71,11 @@ class Shim:
     # -- what the hooks call ---------------------------------------------------------------
     compiling = staticmethod(_is_compiling)
     start_binding = staticmethod(_binding.start_binding)
+    start_pool_binding = staticmethod(_binding.start_pool_binding)
     end_binding = staticmethod(_binding.end_binding)
     bind_result = staticmethod(_binding.bind_result)
+    register = staticmethod(_registration.register)
+    bind_pool = staticmethod(_registration.bind_pool)
 
     def verdicts(self, name: str, args: tuple, kwargs: dict, pg: Any) -> list[Violation]:
         """The violations of one collective on ``pg`` (the slow path of :func:`checked`)."""
@@ -154,9 +159,9 @@ class enforce:
     found inside the block, as it is found.
 
     ``profile``: the profile names to use (a name, a comma-separated string or a list);
-    default: ``COMMGROUP_LINT_RUNTIME_PROFILE``, else the configuration's ``profile``, else
+    default: ``COMMGROUP_LINT_RUNTIME_PROFILE``, else the configuration's ``profiles``, else
     every shipped profile. The configuration file found from the working directory upward
-    extends it, as it does for the linter.
+    adds its ``profile-files`` and ``extend-profile``, as it does for the linter.
 
     ``divergence=True`` checks, at each collective, that all ranks agree on whether its
     buffers are bound (CGL006), over a gloo mirror of the group created next to it by

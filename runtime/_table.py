@@ -25,7 +25,10 @@ _SEQUENCES = (list, tuple)
 
 class Record:
     """One bound storage. ``alloc_group`` is the group the code allocated it under;
-    ``registered`` the groups its memory is registered with (empty when unknown)."""
+    ``registered`` the groups its memory is registered with (empty when unknown). A ``set``
+    passed as ``registered`` is kept, not copied: a memory pool's groups (``PoolGroups``),
+    shared by the records of the memory drawn from it, so a pool bound after the allocation
+    counts (registration replaces the set, never changes it in place)."""
 
     __slots__ = ("start", "end", "device", "alloc_group", "site", "registered", "pool", "block", "__weakref__")
 
@@ -35,7 +38,7 @@ class Record:
         self.device = device
         self.alloc_group = alloc_group
         self.site = site
-        self.registered = set(registered)
+        self.registered = registered if isinstance(registered, set) else set(registered)
         self.pool = pool
         self.block = block
 
@@ -185,9 +188,10 @@ class BindingTable:
         rec = table.get(tensor.untyped_storage().data_ptr())
         return rec is not None
 
-    def has_address(self, dev, addr) -> bool:
+    def record_at(self, dev, addr):
+        """The record of the memory at ``addr`` on ``dev``, or None."""
         table = self.buffers.get(dev)
-        return bool(table) and table.get(addr) is not None
+        return table.get(addr) if table else None
 
     def buffer_count(self) -> int:
         return sum(len(t) for t in self.buffers.values())
@@ -202,12 +206,36 @@ class BindingTable:
             else:
                 table.put(start, start + size, {group})
 
-    def drop_segment(self, dev, start) -> None:
+    def drop_segment(self, dev, start, group=None) -> None:
+        """Forget that the segment at ``start`` is registered with ``group`` (None: with any)."""
         with self._lock:
             table = self.segments.get(dev)
-            if table is not None:
+            i = table.at(start) if table is not None else -1
+            if i < 0:
+                return
+            if group is not None:
+                table.items[i].discard(group)
+            if group is None or not table.items[i]:
                 table.remove(start)
+
+
+class PoolGroups:
+    """The groups each memory pool is bound to, by the pool's identity: one live set per pool,
+    which the records of memory drawn from it share. An entry goes when its pool does (a pool
+    that takes no weak reference is kept alive instead, so its identity stays its own)."""
+
+    def __init__(self) -> None:
+        self._weak: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._strong: dict[int, tuple[object, set]] = {}
+
+    def of(self, pool) -> set:
+        try:
+            return self._weak.setdefault(pool, set())
+        except TypeError:  # no weak reference, or unhashable
+            return self._strong.setdefault(id(pool), (pool, set()))[1]
 
 
 #: The one table of bindings of this process.
 TABLE = BindingTable()
+#: The groups of the memory pools bound so far.
+POOLS = PoolGroups()

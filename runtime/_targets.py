@@ -1,5 +1,5 @@
-"""The profile's callables, hooked where the program defines them: contexts, allocators,
-group classes, helpers.
+"""The profile's callables, hooked where the program defines them: contexts, pool contexts,
+allocators, registrations, pool bindings, group classes, helpers.
 
 Each is patched when its module is imported (``_imports.when_imported``), or at once when it
 already is; a function imported by name elsewhere before that (``from m import f``) is found
@@ -9,12 +9,22 @@ active; while code is being compiled they stand aside, so ``torch.compile`` trac
 original.
 
 * a **context** (a function returning a context manager, or a context-manager class) binds
-  what is allocated inside it to its group argument;
+  what is allocated inside it to its group argument, unless its ``disabled`` argument is true
+  or its ``enabled`` argument false;
+* a **pool context** (``use_mem_pool(pool)``) binds what is allocated inside it to the groups
+  its pool is bound to, now or later;
 * an **allocator** binds the tensors it returns to its group argument (those it did not bind
   through a context already);
-* a **group class** has its collective methods checked on the group in its ``group_attr``;
+* a **registration** (``rendezvous(tensor, group)``) registers its buffer argument with its
+  group argument, and a **pool binding** its pool argument with its group (or groups);
+* a **group class** has its collective methods checked on the group in its ``group_attr``, and
+  its ``register_pool`` methods bind their pool to that group;
 * **helpers** (allocators and collective helpers) have their frames skipped when the shim
   looks for the caller's line.
+
+A group argument left out (or None) is the entry's ``default`` group, found through the
+profile's attributes and getters when the call runs; without a ``default``, torch's
+convention: the default (world) group.
 """
 
 from __future__ import annotations
@@ -33,6 +43,9 @@ from . import _imports, _sites
 from ._knowledge import Knowledge
 from ._patch import Patcher
 from ._state import TLS, Active
+
+_OFF = object()
+"""What a call binds to when it binds nothing (switched off, or its default group not found)."""
 
 
 def _active() -> Any:
@@ -60,13 +73,64 @@ class _Argument:
             return cls(name, params.index(name))
         return cls(name, None if index is None else index + leading)
 
-    def value(self, args: tuple, kwargs: dict) -> Any:
-        """The argument, or None when it was not passed (torch's convention: the default group)."""
+    def value(self, args: tuple, kwargs: dict, absent: Any = None) -> Any:
+        """The argument, or ``absent`` when it was not passed."""
         if self.name in kwargs:
             return kwargs[self.name]
         if self.index is not None and 0 <= self.index < len(args):
             return args[self.index]
-        return None
+        return absent
+
+
+class _Group:
+    """A group argument. Left out or None, it is the profile's ``default`` group, looked up
+    when the call runs (``_OFF`` when it cannot be found: better nothing bound than the wrong
+    group); without a ``default``, None stays None, which the shim reads as the world group."""
+
+    def __init__(self, argument: _Argument, default: Callable[[], Any] | None) -> None:
+        self.argument, self.default = argument, default
+
+    def value(self, args: tuple, kwargs: dict) -> Any:
+        found = self.argument.value(args, kwargs)
+        if found is not None or self.default is None:
+            return found
+        group = self.default()
+        return _OFF if group is None else group
+
+
+class _Binds:
+    """How a call of a context binds its body: ``target(args, kwargs)`` is what it binds to
+    (``_OFF``: nothing), ``start(shim, target)`` begins the binding (ended by
+    ``shim.end_binding``)."""
+
+    def __init__(self, target: Callable[[tuple, dict], Any], start: Callable[[Any, Any], Any]) -> None:
+        self.target, self.start = target, start
+
+
+def _group_binds(spec: Context, group: _Group, func: Any, leading: int) -> _Binds:
+    """A profile context: off when its ``disabled`` argument is true or its ``enabled`` one is
+    false (left out, each means on)."""
+    disabled = _Argument.of(func, spec.disabled, None, leading) if spec.disabled else None
+    enabled = _Argument.of(func, spec.enabled, None, leading) if spec.enabled else None
+
+    def target(args: tuple, kwargs: dict) -> Any:
+        if disabled is not None and disabled.value(args, kwargs):
+            return _OFF
+        if enabled is not None and not enabled.value(args, kwargs, absent=True):
+            return _OFF
+        return group.value(args, kwargs)
+
+    return _Binds(target, lambda shim, g: shim.start_binding(g))
+
+
+def _pool_binds(pool: _Argument) -> _Binds:
+    """A pool context: what is allocated in its body is bound to its pool's groups."""
+
+    def target(args: tuple, kwargs: dict) -> Any:
+        found = pool.value(args, kwargs)
+        return _OFF if found is None else found
+
+    return _Binds(target, lambda shim, p: shim.start_pool_binding(p))
 
 
 class _BoundContext:
@@ -76,13 +140,13 @@ class _BoundContext:
     function mode is then above any the real context pushes, so a binding the real context
     makes itself (a modelled pool with its own registration) comes first and is kept."""
 
-    def __init__(self, inner: Any, shim: Any, group: Any) -> None:
-        self._inner, self._shim, self._group = inner, shim, group
+    def __init__(self, inner: Any, shim: Any, start: Callable[[], Any]) -> None:
+        self._inner, self._shim, self._start = inner, shim, start
         self._token: Any = None
 
     def __enter__(self) -> Any:
         entered = self._inner.__enter__()
-        self._token = self._shim.start_binding(self._group)
+        self._token = self._start()
         return entered
 
     def __exit__(self, *exc: Any) -> Any:
@@ -95,7 +159,7 @@ class _BoundContext:
         return getattr(self._inner, name)
 
 
-def _context_function(func: Callable[..., Any], group: _Argument, disabled: _Argument | None) -> Callable[..., Any]:
+def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., Any]:
     """A context that returned a ``nullcontext`` (a one-rank group, symmetric memory off) binds nothing."""
 
     @functools.wraps(func)
@@ -104,9 +168,8 @@ def _context_function(func: Callable[..., Any], group: _Argument, disabled: _Arg
         shim = _active()
         if shim is None or not hasattr(cm, "__exit__") or isinstance(cm, contextlib.nullcontext):
             return cm
-        if disabled is not None and disabled.value(args, kwargs):
-            return cm
-        return _BoundContext(cm, shim, group.value(args, kwargs))
+        target = binds.target(args, kwargs)
+        return cm if target is _OFF else _BoundContext(cm, shim, functools.partial(binds.start, shim, target))
 
     return context
 
@@ -114,17 +177,15 @@ def _context_function(func: Callable[..., Any], group: _Argument, disabled: _Arg
 _BINDING = "_commgroup_lint_binding"
 
 
-def _patch_context_class(cls: type, spec: Context, patcher: Patcher) -> None:
-    """``__init__`` notes the group; the binding spans the body, as for ``_BoundContext``."""
-    group = _Argument.of(cls.__init__, spec.group.param, spec.group.index, leading=1)
-    disabled = _Argument.of(cls.__init__, spec.disabled, None, leading=1) if spec.disabled else None
+def _patch_context_class(cls: type, binds: _Binds, patcher: Patcher) -> None:
+    """``__init__`` notes the target; the binding spans the body, as for ``_BoundContext``."""
     init, enter, exit_ = cls.__init__, cls.__enter__, cls.__exit__
 
     def __init__(*args: Any, **kwargs: Any) -> None:
         init(*args, **kwargs)
-        off = disabled is not None and disabled.value(args, kwargs)
+        target = binds.target(args, kwargs)
         try:
-            vars(args[0])[_BINDING] = None if off else [group.value(args, kwargs), None]
+            vars(args[0])[_BINDING] = None if target is _OFF else [target, None]
         except TypeError:  # no __dict__: such instances are not bound
             pass
 
@@ -133,7 +194,7 @@ def _patch_context_class(cls: type, spec: Context, patcher: Patcher) -> None:
         binding = getattr(self, "__dict__", {}).get(_BINDING)
         shim = _active()
         if binding is not None and binding[1] is None and shim is not None:  # a patched base may have
-            binding[1] = (shim, shim.start_binding(binding[0]))
+            binding[1] = (shim, binds.start(shim, binding[0]))
         return entered
 
     def __exit__(self: Any, *exc: Any) -> Any:
@@ -149,16 +210,31 @@ def _patch_context_class(cls: type, spec: Context, patcher: Patcher) -> None:
         patcher.set(cls, name, method)
 
 
-def _allocator(func: Callable[..., Any], group: _Argument) -> Callable[..., Any]:
+def _then_bind(func: Callable[..., Any], subject: Callable[[Any, tuple, dict], Any], group: _Group,
+               action: str) -> Callable[..., Any]:
+    """``func``, then (while a shim is active) ``shim.<action>(subject, group)``: what it
+    returned (an allocator) or one of its arguments (a registration's buffer, a pool binding's
+    pool), bound to its group argument."""
+
     @functools.wraps(func)
-    def allocator(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         out = func(*args, **kwargs)
         shim = _active()
         if shim is not None:
-            shim.bind_result(out, group.value(args, kwargs))
+            target = group.value(args, kwargs)
+            if target is not _OFF:
+                getattr(shim, action)(subject(out, args, kwargs), target)
         return out
 
-    return allocator
+    return wrapper
+
+
+def _returned(out: Any, args: tuple, kwargs: dict) -> Any:
+    return out
+
+
+def _argument(argument: _Argument) -> Callable[[Any, tuple, dict], Any]:
+    return lambda out, args, kwargs: argument.value(args, kwargs)
 
 
 def _group_method(func: Callable[..., Any], name: str, group_attr: str) -> Callable[..., Any]:
@@ -183,6 +259,17 @@ def wrap_group_methods(cls: type, methods: Iterable[str], group_attr: str, patch
             patcher.set(cls, name, _group_method(func, name, group_attr))
 
 
+def wrap_pool_methods(cls: type, methods: Iterable[str], group_attr: str, patcher: Patcher) -> None:
+    """Bind the pool argument of the ``register_pool`` methods of a group wrapper class to
+    ``getattr(self, group_attr)``."""
+    from ._registration import pool_method  # torch's side: patching happens once a shim is installed
+
+    for name in methods:
+        func = inspect.getattr_static(cls, name, None)
+        if isinstance(func, types.FunctionType):
+            patcher.set(cls, name, pool_method(func, lambda owner: getattr(owner, group_attr, None) or owner))
+
+
 class Targets:
     """Applies one ``Knowledge`` to the program; ``remove()`` undoes every patch."""
 
@@ -197,7 +284,9 @@ class Targets:
 
     def apply(self) -> None:
         k = self.knowledge
-        for name in {*k.contexts, *k.allocators, *k.group_classes, *k.helpers}:
+        names = {*k.contexts, *k.pool_contexts, *k.allocators, *k.registrations, *k.pool_bindings,
+                 *k.group_classes, *k.helpers}
+        for name in names:
             parts = name.split(".")
             for i in range(1, len(parts)):
                 self.by_module.setdefault(".".join(parts[:i]), []).append(name)
@@ -237,24 +326,63 @@ class Targets:
         leading = 1 if method or isinstance(raw, classmethod) else 0  # self or cls, in args
         if name in k.helpers and isinstance(func, types.FunctionType):
             _sites.helper(inspect.unwrap(func))
-        if name in k.group_classes and isinstance(obj, type):
-            wrap_group_methods(obj, k.collective_methods, k.group_classes[name].group_attr, self.patcher)
-        if name in k.contexts and isinstance(obj, type):
-            _patch_context_class(obj, k.contexts[name], self.patcher)
+        if isinstance(obj, type):
+            self._patch_class(name, obj)
             return
-        wrapper = None
-        if name in k.contexts and isinstance(func, types.FunctionType):
-            spec = k.contexts[name]
-            disabled = _Argument.of(func, spec.disabled, None, leading) if spec.disabled else None
-            wrapper = _context_function(func, _Argument.of(func, spec.group.param, spec.group.index, leading), disabled)
-        elif name in k.allocators and isinstance(func, types.FunctionType):
-            param: GroupParam = k.allocators[name]
-            wrapper = _allocator(func, _Argument.of(func, param.param, param.index, leading))
+        wrapper = self._wrapper(name, func, leading) if isinstance(func, types.FunctionType) else None
         if wrapper is None:
             return
         self.patcher.set(owner, attr, type(raw)(wrapper) if isinstance(raw, (staticmethod, classmethod)) else wrapper)
         if self.sweeping and isinstance(owner, types.ModuleType):
             self.rebind[id(raw)] = (raw, wrapper)
+
+    def _patch_class(self, name: str, cls: type) -> None:
+        k = self.knowledge
+        if name in k.group_classes:
+            group_attr = k.group_classes[name].group_attr
+            wrap_group_methods(cls, k.collective_methods, group_attr, self.patcher)
+            wrap_pool_methods(cls, k.register_pool_methods, group_attr, self.patcher)
+        binds = self._binds(name, cls.__init__, leading=1)
+        if binds is not None:
+            _patch_context_class(cls, binds, self.patcher)
+
+    def _wrapper(self, name: str, func: types.FunctionType, leading: int) -> Callable[..., Any] | None:
+        """The wrapper of a profile function, or None when the profile says nothing it acts on."""
+        k = self.knowledge
+        binds = self._binds(name, func, leading)
+        if binds is not None:
+            return _context_function(func, binds)
+        if name in k.allocators:
+            return _then_bind(func, _returned, self._group(k.allocators[name], func, leading), "bind_result")
+        if name in k.registrations:
+            spec = k.registrations[name]
+            buffer = _Argument.of(func, spec.buffer.param, spec.buffer.index, leading)
+            return _then_bind(func, _argument(buffer), self._group(spec.group, func, leading), "register")
+        if name in k.pool_bindings:
+            binding = k.pool_bindings[name]
+            pool = _Argument.of(func, binding.pool.param, binding.pool.index, leading)
+            return _then_bind(func, _argument(pool), self._group(binding.groups, func, leading), "bind_pool")
+        return None
+
+    def _binds(self, name: str, func: Any, leading: int) -> _Binds | None:
+        """How a context (or pool context) of the profile binds, or None for any other name."""
+        k = self.knowledge
+        if name in k.contexts:
+            spec = k.contexts[name]
+            return _group_binds(spec, self._group(spec.group, func, leading), func, leading)
+        if name in k.pool_contexts:
+            param = k.pool_contexts[name]
+            return _pool_binds(_Argument.of(func, param.param, param.index, leading))
+        return None
+
+    def _group(self, param: GroupParam, func: Any, leading: int) -> _Group:
+        """The group argument ``param`` of ``func``, with its ``default`` group."""
+        argument = _Argument.of(func, param.param, param.index, leading)
+        if param.default is None:
+            return _Group(argument, None)
+        from ._groups import named_group  # torch's side: patching happens once a shim is installed
+
+        return _Group(argument, functools.partial(named_group, self.knowledge.group_sources.get(param.default, ())))
 
     def _rebind_aliases(self) -> None:
         """Re-bind, in every loaded module, the names that hold a function patched since."""
