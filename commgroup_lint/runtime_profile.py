@@ -6,7 +6,9 @@ are named here. Group wrapper classes whose collective methods (the profile's
 ops) are checked at the method, on the `ProcessGroup` held in `group_attr`. Helper modules
 allocate or run collectives on their callers' behalf: their frames are skipped when the shim
 reports a line, so the line reported is the caller's, the one the static linter reports.
-Everything else the shim needs (contexts, allocators, collectives) is the profile's shared data.
+Everything else the shim needs (contexts, pool contexts, allocators, registrations, pool
+bindings, `methods.register_pool`, the groups' `default`s, collectives) is the profile's
+shared data; docs/runtime.md lists what the shim does with each key.
 """
 
 from __future__ import annotations
