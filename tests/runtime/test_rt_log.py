@@ -77,7 +77,7 @@ def test_runtime_log_command_renders_the_linters_formats(log: Path) -> None:
         "on group 'ep' at model.py:9 (ranks 0, 1)"
     )
     github = _runtime_log(str(log), "--format", "github", cwd=log.parent)
-    assert github.stdout.startswith("::error file=model.py,line=3,col=1,endLine=3,endColumn=1,title=CGL002::buffer bound")
+    assert github.stdout.startswith("::error file=model.py,line=3,col=1,endLine=3,endColumn=1,title=group-mismatch (CGL002)::buffer bound")
     sarif = validate_sarif(_runtime_log(str(log), "--format", "sarif", cwd=log.parent).stdout)
     [result] = sarif["runs"][0]["results"]
     assert result["ruleId"] == "CGL002" and result["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
