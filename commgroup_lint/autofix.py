@@ -154,6 +154,9 @@ class FixPlanner:
         if allocation.hidden:
             return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"
                           if allocation.bound_at else "the helper fixes the group inside")
+        behaviour = self.ctx.api.call(allocation.name)
+        if behaviour is not None and any(isinstance(r, b.PoolContext) for r in behaviour.returns):
+            return None, "the memory comes from a pool registered with that group: register the pool with the consumer's group too"
         if any(is_symbolic(g) for m in mismatched for g in m.bound | m.consumer):
             return None, None
         consumed = self._consumptions.get(id(allocation.call), [])
@@ -167,8 +170,8 @@ class FixPlanner:
         if chosen.convention is not None and chosen.convention.kind == "selection":
             choice = Choice(None, f"{chosen.origin}; the consumers' group depends on the configuration",
                             safe=False, convention=chosen.convention)
-            fix, _ = self.fix_with(allocation, choice, replace=True)
-            return fix, None if fix is not None else "the siblings' selection cannot be inserted here"
+            fix, outcome = self.fix_with(allocation, choice, replace=True)
+            return fix, None if fix is not None else outcome.origin
         return None, (f"the consumers run on {format_groups(groups)} depending on the configuration;"
                       " choose the group by the same condition")
 
@@ -194,25 +197,35 @@ class FixPlanner:
             expression, import_edit = spelled
             edits += [import_edit] if import_edit else []
         edit = self._argument_edit(allocation, expression, replace, conv)
-        if edit is None:
-            return None, Choice(None, "the call passes `*args` or `**kwargs`: where the group goes cannot be told")
+        if isinstance(edit, str):
+            return None, Choice(None, edit)
         edits.append(edit)
         applicability = Applicability.SAFE if choice.safe else Applicability.UNSAFE
         return Fix(tuple(sorted(edits, key=lambda e: e.start)), applicability, f"Pass `{expression}`: {choice.origin}"), choice
 
-    def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit | None:
+    def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit | str:
+        """The edit passing `expression` as the group, or why there is none. A group already
+        passed is only ever replaced, and a keyword the callee's definition does not take is
+        never added."""
         source = self.ctx.source
         current = group_argument(allocation, self.ctx.api)
         where = group_parameter(allocation, self.ctx.api)
         if where is not None and where.shape and conv is None:
             expression = f"{expression}.{where.shape}"
+        if current is not None and not replace:
+            return "the call passes a group already"
+        if current is not None and span_text(source, current[0].span) == expression:
+            return f"the call passes `{expression}` already"
         if current is not None:
-            return replace_span(source, current[0].span, expression) if replace else None
+            return replace_span(source, current[0].span, expression)
+        keyword = conv.keyword if conv is not None and conv.keyword else where.param if where is not None else None
+        params = self.ctx.api.signatures.get(allocation.name.partition("(")[0])
+        if keyword is not None and params is not None and keyword not in params and not any(p.startswith("**") for p in params):
+            return f"`{allocation.short_name}` takes no parameter `{keyword}` in its definition"
         if conv is not None and conv.keyword:
             return append_keyword(source, allocation.call, conv.keyword, expression)
-        if where is None:
-            return None
-        return add_argument(source, allocation.call, where.param, where.index, expression)
+        edit = add_argument(source, allocation.call, where.param, where.index, expression) if where is not None else None
+        return edit if edit is not None else "the call passes `*args` or `**kwargs`: where the group goes cannot be told"
 
     # spelling a group in the file's own terms ------------------------------------------
     def _consumer_spelling(self, consumed: list[Consumption], group: str) -> str | None:

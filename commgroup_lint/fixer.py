@@ -1,5 +1,6 @@
 """Applying fixes: all of a file's fixes in one pass, overlapping ones left for the next
-pass, re-checked until stable; a result that does not parse is reverted and reported.
+pass, re-checked until stable; a fix that does not remove its finding, and a result that
+does not parse, are reverted and reported.
 Files are written atomically, and never over a file that changed since it was read."""
 
 from __future__ import annotations
@@ -39,19 +40,20 @@ def applicable(fix: Fix | None, unsafe: bool) -> bool:
     return fix is not None and (unsafe or fix.applicability is Applicability.SAFE)
 
 
-def apply_edits(text: str, fixes: Iterable[Fix]) -> tuple[str, int]:
-    """Apply every fix whose edits overlap no fix taken before it (identical edits are shared)."""
+def _apply(text: str, fixes: Iterable[Fix]) -> tuple[str, list[Fix], list[Edit]]:
+    """The text with every fix applied whose edits overlap no fix taken before it (identical
+    edits are shared), those fixes, and their edits."""
     taken: list[Edit] = []
-    count = 0
+    applied: list[Fix] = []
     for fix in sorted(fixes, key=lambda f: f.edits[0].start):
         new = [e for e in fix.edits if e not in taken]
         if any(_conflict(e, t) for e in new for t in taken):
             continue
         taken += new
-        count += 1
+        applied.append(fix)
     for edit in sorted(taken, key=lambda e: (e.start, e.end), reverse=True):
         text = text[: edit.start] + edit.replacement + text[edit.end:]
-    return text, count
+    return text, applied, taken
 
 
 def _conflict(a: Edit, b: Edit) -> bool:
@@ -59,24 +61,31 @@ def _conflict(a: Edit, b: Edit) -> bool:
     return (a.start < b.end and b.start < a.end) or a.start == a.end == b.start == b.end
 
 
+def _shifted(offset: int, edits: Iterable[Edit]) -> int:
+    """Where the text at `offset` lies once `edits` are applied (an insertion at it goes before it)."""
+    return offset + sum(len(e.replacement) - (e.end - e.start) for e in edits if e.end <= offset)
+
+
+Anchor = tuple[str, int]
+"""A finding by its code and the offset where it starts: how a fix is told to have held."""
+
+
+def _anchor(source: SourceFile, finding: Finding) -> Anchor:
+    return finding.code, source.offset(finding.start.line, finding.start.column - 1)
+
+
 def fix_result(linter: Linter, result: LintResult, sources: dict[str, SourceFile], unsafe: bool) -> FixReport:
-    """Fix every file of `result` that has an applicable fix, in memory."""
+    """Fix every file of `result` that has an applicable fix, in memory.
+
+    Each pass applies the fixes that do not overlap and checks the file again. A fix held when
+    its finding is gone from the same place; one that did not is reverted (the pass is redone
+    without it) and reported, and never offered again, so no call gets the same fix twice.
+    """
     report = FixReport()
     paths = sorted({f.path for f in result.findings if applicable(f.fix, unsafe)})
     for path in paths:
         original = sources[path]
-        current, total = original, 0
-        findings = [f for f in result.findings if f.path == path]
-        for _ in range(MAX_PASSES):
-            fixes = [f.fix for f in findings if applicable(f.fix, unsafe)]
-            if not fixes:
-                break
-            text, count = apply_edits(current.text, fixes)  # type: ignore[arg-type]
-            if count == 0 or text == current.text:
-                break
-            total += count
-            current = replace(original, text=text)
-            findings = [o for o in linter.lint_source(current) if isinstance(o, Finding)]
+        current, held = _fix_file(linter, original, [f for f in result.findings if f.path == path], unsafe, report)
         if current.text == original.text:
             continue
         try:
@@ -84,8 +93,37 @@ def fix_result(linter: Linter, result: LintResult, sources: dict[str, SourceFile
         except (SyntaxError, ValueError, RecursionError) as err:
             report.failures.append((path, f"the fixed file would not parse ({err}); left unchanged"))
             continue
-        report.files.append(FixedFile(original, current.text, total))
+        report.files.append(FixedFile(original, current.text, held))
     return report
+
+
+def _fix_file(linter: Linter, original: SourceFile, findings: list[Finding], unsafe: bool,
+              report: FixReport) -> tuple[SourceFile, int]:
+    """The file with every fix that held applied, and how many held."""
+    current, held = original, 0
+    rejected: set[Anchor] = set()  # in `current`'s offsets
+    passes = 0
+    while passes < MAX_PASSES:
+        offered = {id(f.fix): f for f in findings if applicable(f.fix, unsafe) and _anchor(current, f) not in rejected}
+        if not offered:
+            break
+        text, applied, edits = _apply(current.text, [f.fix for f in offered.values()])  # type: ignore[misc]
+        if not applied or text == current.text:
+            break
+        candidate = replace(original, text=text)
+        after = [o for o in linter.lint_source(candidate) if isinstance(o, Finding)]
+        remaining = {_anchor(candidate, f) for f in after}
+        failed = [offered[id(fix)] for fix in applied
+                  if (offered[id(fix)].code, _shifted(_anchor(current, offered[id(fix)])[1], edits)) in remaining]
+        if failed:  # redo the pass without them
+            for f in failed:
+                rejected.add(_anchor(current, f))
+                report.failures.append((original.display, f"the fix for {f.code} at line {f.start.line} "
+                                        f"({f.fix.description}) did not remove the finding; reverted"))  # type: ignore[union-attr]
+            continue
+        rejected = {(code, _shifted(offset, edits)) for code, offset in rejected}
+        current, findings, held, passes = candidate, after, held + len(applied), passes + 1
+    return current, held
 
 
 def write(report: FixReport) -> None:

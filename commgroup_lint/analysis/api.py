@@ -182,6 +182,7 @@ class Api:
         self.entries = _Table(profile_entries(p), p.packages, p.unrelated)
         self._shipped = _Table(profile_entries(p), p.packages, p.unrelated)  # never overridden
         self.classes = _Table({}, ())
+        self.signatures: _Table[tuple[str, ...]] = _Table({}, ())  # scanned definitions' parameter names
         self.misuses = _Table({}, ())
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))

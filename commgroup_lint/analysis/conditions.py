@@ -238,9 +238,10 @@ class Substitution:
     """How a callee's literals read at one call site: parameters replaced by the arguments'
     operands (or their conditions), `self` by the receiver's operand."""
 
-    params: dict[int, str | None]  # parameter index -> the argument's operand, None if it has none
-    param_literals: dict[int, Branches]  # parameter index -> the argument's own literals (a flag passed on)
-    constants: dict[int, object]  # parameter index -> the argument's constant value
+    # each keyed by the parameter's index (a positional argument) or name (a keyword argument)
+    params: dict[int | str, str | None]  # the argument's operand, None if it has none
+    param_literals: dict[int | str, Branches]  # the argument's own literals (a flag passed on)
+    constants: dict[int | str, object]  # the argument's constant value
     receiver: str | None  # the operand replacing `self`; None: `self` means nothing here
 
     def apply(self, cond: Iterable[Literal]) -> tuple[frozenset[Literal], bool, bool]:
@@ -261,8 +262,9 @@ class Substitution:
     def _literal(self, key: str, holds: bool) -> set[Literal] | bool | None:
         relation = split_relation(key)
         if relation is None:
-            index = _bare_param(key)
-            if index is not None:
+            param = _bare_param(key)
+            if param is not None:
+                index = param[0] if param[0] in self.params else param[1]
                 if index in self.constants:
                     return bool(self.constants[index]) == holds
                 if index in self.param_literals:
@@ -287,7 +289,8 @@ class Substitution:
         if scope == PARAM:
             index_text, _, rest = operand[1:].partition(":")
             name_end = next((i for i, c in enumerate(rest) if c in ".(["), len(rest))
-            base = self.params.get(int(index_text))
+            index = int(index_text)
+            base = self.params[index] if index in self.params else self.params.get(rest[:name_end].lstrip("*"))
             if base is None:
                 return None
             if base.startswith(QUANTITY) and name_end < len(rest):
@@ -333,13 +336,14 @@ def mentions(key: str, names: set[str]) -> bool:
     return False
 
 
-def _bare_param(key: str) -> int | None:
+def _bare_param(key: str) -> tuple[int, str] | None:
+    """The index and name of the parameter a key is (`$2:flag`), if it is one."""
     if not key.startswith(PARAM):
         return None
     index_text, _, name = key[1:].partition(":")
     if any(c in name for c in ".(["):
         return None
-    return int(index_text)
+    return int(index_text), name.lstrip("*")
 
 
 def render(expr: ir.Expr) -> str | None:

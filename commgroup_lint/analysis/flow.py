@@ -250,14 +250,15 @@ class FunctionFlow:
         return None
 
     def guarded(self, env: Env, other: Env, literals: frozenset[Literal]) -> Env:
-        """A group one branch leaves in a variable the other branch sets differently carries the
-        branch's literals (`group = tp if cond else attn_tp`)."""
+        """A group (or memory) one branch leaves in a variable the other branch sets differently
+        carries the branch's literals (`group = tp if cond else attn_tp`; `if n: h = attn(h)`
+        leaves the buffer in `h` only where `n` is false)."""
         if not literals:
             return env
         out = dict(env)
         for key, value in env.items():
-            if other.get(key) is not value and any(isinstance(f, (GroupFact, ParamFact)) for f in value):
-                out[key] = frozenset(self.guard(value, literals))
+            if other.get(key) is not value and any(isinstance(f, _GUARDED) for f in value):
+                out[key] = frozenset(self.guard_memory(self.guard(value, literals), literals))
         return out
 
     @staticmethod
@@ -266,6 +267,12 @@ class FunctionFlow:
         if not literals or not any(isinstance(f, (GroupFact, ParamFact)) for f in value):
             return set(value)
         return {replace(f, guard=f.guard | literals) if isinstance(f, (GroupFact, ParamFact)) else f for f in value}
+
+    @staticmethod
+    def guard_memory(value: Iterable[Fact], literals: frozenset[Literal]) -> set[Fact]:
+        """The value with its memory bound only where `literals` hold (its allocation's condition)."""
+        return {BufferFact(replace(f.allocation, cond=f.allocation.cond | literals))
+                if isinstance(f, BufferFact) and not literals <= f.allocation.cond else f for f in value}
 
     def loop(self, s: ir.Loop) -> None:
         iterated = self.eval(s.iter)
@@ -514,12 +521,19 @@ class FunctionFlow:
                     result |= self.call_value(stored, c, args)
             else:
                 receiver = self.eval(receiver_expr)
+                methods = self.api.profile.methods
+                if method in methods.same_group | methods.register_pool and guarded_groups(receiver) is None:
+                    receiver = self.as_group(receiver, receiver_expr)  # only a group has these methods
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
                 self.contexts.extend(f.allocation for f in args[0] if isinstance(f, ContextFact))
             elif method in _LIST_GROWING and args and (isinstance(receiver_expr, ir.Name) or self.on_self(receiver_expr)):
                 self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
             for f in receiver:
-                if isinstance(f, GroupFact):
+                if isinstance(f, ParamFact) and method in self.api.profile.methods.same_group:
+                    result.add(f)  # `group._get_backend(device)` of a group parameter: that group
+                elif isinstance(f, ParamFact) and method in self.api.profile.methods.register_pool:
+                    result |= self.group_method(GroupFact(SYMBOLIC + f.name.lstrip("*"), f.guard), method, c, args)
+                elif isinstance(f, GroupFact):
                     result |= self.group_method(f, method, c, args)
                 elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
                     result.add(f)
@@ -643,10 +657,10 @@ class FunctionFlow:
 
     # behaviours -------------------------------------------------------------------------
     def substitution(self, arguments: "_Arguments", receiver: str | None) -> Substitution:
-        params: dict[int, str | None] = {}
-        literals: dict[int, Branches] = {}
-        constants: dict[int, object] = {}
-        for index, expr, value in arguments.positional():
+        params: dict[int | str, str | None] = {}
+        literals: dict[int | str, Branches] = {}
+        constants: dict[int | str, object] = {}
+        for index, expr, value in [*arguments.positional(), *arguments.keywords()]:
             params[index] = self.operand(expr) if expr is not None else None
             cond = [f for f in value if isinstance(f, CondFact)]
             if cond:
@@ -682,6 +696,9 @@ class FunctionFlow:
             self.local_copy(arguments.value(dst), arguments.value(src))
         for register in behaviour.registers:
             self.register(register, path, c, arguments)
+        for bind in behaviour.binds_pools:
+            groups = arguments.value(bind.groups) if bind.groups is not None else None
+            self.bind_pool(arguments.expr(bind.pool), groups)
         for kept in behaviour.keeps:
             cond, _, impossible = sub.apply(kept.cond)
             if not impossible:
@@ -742,8 +759,13 @@ class FunctionFlow:
                 return {UNKNOWN}
             allocation = self.allocate("context", path, c, arguments, item.binding, item.origin)
             return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
-        if isinstance(item, b.PoolContext):
-            return {UNKNOWN}
+        if isinstance(item, b.PoolContext):  # `use_mem_pool(pool)`: the groups the pool was registered with
+            pool = arguments.value(item.pool) or frozenset()
+            groups = guarded_groups(frozenset(f for f in flatten(pool) if isinstance(f, GroupFact)))
+            if not groups:
+                return {UNKNOWN}  # a pool no group registered here: not communication memory as far as known
+            allocation = self.allocate("context", path, c, arguments, b.Binding(groups=groups), None, hidden=False)
+            return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
         return {UNKNOWN}
 
     def translate(self, literals: PathCondition, sub: Substitution | None) -> PathCondition | None:
@@ -774,7 +796,9 @@ class FunctionFlow:
         return render(expr)
 
     def allocate(self, how: str, name: str, c: ir.Call, arguments: "_Arguments", binding: b.Binding,
-                 origin: str | None, cond: PathCondition = frozenset()) -> Allocation | None:
+                 origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None) -> Allocation | None:
+        """The memory bound at this call; `hidden`: whether a helper fixes the group inside
+        (by default, when the binding takes no group argument)."""
         missing: str | None = None
         group_params: frozenset[int] = frozenset()
         groups: tuple[Guarded, ...] | None
@@ -801,7 +825,8 @@ class FunctionFlow:
                 self.want_groups(value)
                 group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
         allocation = Allocation(
-            how, name, c, groups, group_params, missing, origin, binding.hidden and groups is not None,
+            how, name, c, groups, group_params, missing, origin,
+            (binding.hidden if hidden is None else hidden) and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
@@ -835,11 +860,23 @@ class FunctionFlow:
             return {group}
         if method in methods.size:
             return {self.group_size(group)}
+        if method in methods.register_pool and c.args and not c.args[0].star:
+            self.bind_pool(c.args[0].value, frozenset({group}))
+            return {UNKNOWN}
         if method in methods.allocator:
             binding = b.Binding(groups=((group.group, group.guard),))
             allocation = self.allocate("allocator", method, c, _Arguments(c, args, ()), binding, None)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         return set()
+
+    def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
+        """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
+        `use_mem_pool(pool)`) is bound to the group too, so the pool's variable carries it."""
+        if pool is None or not groups or not (isinstance(pool, ir.Name) or self.on_self(pool)):
+            return
+        known = frozenset(f for f in flatten(groups) if isinstance(f, GroupFact))
+        if known:
+            self.bind(pool, frozenset(f for f in self.eval(pool) if isinstance(f, GroupFact)) | known, None)
 
     def group_size(self, group: GroupFact) -> Fact:
         """The group's world size, as the quantity its profile names (`attn_tp.world_size`)."""
@@ -933,6 +970,12 @@ class FunctionFlow:
                     when_true, when_false = when_true | f.when_true, when_false | f.when_false
         return when_true, when_false
 
+    def holds_parameter(self, name: str) -> bool:
+        """Whether the variable still holds its parameter's value (not reassigned since)."""
+        value = self.env.get(name)
+        index = self.params[name]
+        return value is None or all(isinstance(f, ParamFact) and f.index == index for f in value)
+
     def operand(self, e: ir.Expr) -> str | None:
         """The scoped text of an operand (see `conditions`): a world size, a module-level object,
         an attribute of `self`, a parameter, a local variable, or a constant."""
@@ -945,8 +988,9 @@ class FunctionFlow:
         if isinstance(e, ir.Name):
             if e.id == self.self_name:
                 return SELF
-            if e.id in self.params:
-                return f"{PARAM}{self.params[e.id]}:{e.id}"
+            if e.id in self.params and self.holds_parameter(e.id):
+                # by its place among a call's positional arguments (a method's `self` is not one)
+                return f"{PARAM}{self.params[e.id] - (1 if self.self_name else 0)}:{e.id}"
             if e.id in self.env:
                 return LOCAL + e.id
             qualified = self.imports.qualify(e)
@@ -954,6 +998,9 @@ class FunctionFlow:
         if isinstance(e, ir.Attr):
             base = self.operand(e.value)
             return f"{base}.{e.attr}" if base else None
+        if isinstance(e, ir.Subscript) and isinstance(e.index, ir.Const):  # `x.shape[0]`
+            base = self.operand(e.value)
+            return f"{base}[{e.index.value!r}]" if base else None
         if isinstance(e, ir.Call) and all(isinstance(a.value, ir.Const) and not a.star for a in e.args):
             base = self.operand(e.func)
             if base is None:
@@ -1001,6 +1048,7 @@ class FunctionFlow:
         return frozenset()
 
 
+_GUARDED = (GroupFact, ParamFact, BufferFact)  # what carries the condition of the branch that left it
 _NOT_MEMORY = (GroupFact, SizeFact, ContextFact, CondFact, CallableFact, ObjectFact, ConstFact)
 
 
@@ -1045,6 +1093,12 @@ class _Arguments:
         if found is None or found[0] is None:
             return None
         return next((i for i, a in enumerate(self.c.args) if a.value is found[0]), None)
+
+    def keywords(self) -> Iterator[tuple[str, ir.Expr | None, Value]]:
+        """(parameter name, expression, value) of the keyword arguments."""
+        for keyword, expr, value, star in self._all():
+            if keyword is not None and not star:
+                yield keyword, expr, value
 
     def positional(self) -> Iterator[tuple[int, ir.Expr | None, Value]]:
         """(parameter position, expression, value) of the positional arguments."""

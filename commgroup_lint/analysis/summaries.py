@@ -237,6 +237,7 @@ class SummaryIndex:
         self._profile_names = set(api.entries.names())
         self._installed: tuple | None = None  # what `_install` did last
         self._misuses: dict[str, tuple[str, ...]] = {}
+        self._definitions: dict[str, tuple[str, ...]] = {}
 
     def allocator_words(self) -> set[str]:
         return self.api.allocation_words()
@@ -474,6 +475,9 @@ class SummaryIndex:
 
     def _install(self, found: dict[str, b.Behaviour], definitions: dict[str, tuple[str, ...]]) -> None:
         found = {name: summary for name, summary in found.items() if self.api.overridable(name, summary)}
+        if definitions != self._definitions:
+            self.api.signatures.override(definitions)
+            self._definitions = definitions
         self.api.entries.override({name: b.Entry(call=summary) for name, summary in found.items()})
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
