@@ -82,7 +82,7 @@ class Registration:
 
 @dataclass(frozen=True)
 class PoolBinding:
-    """A call that binds a memory pool to one or several groups (`MultiGroupMemPoolAllocator(pool, groups)`)."""
+    """A call that binds a memory pool to one or several groups (`register_mem_pool(pool, group)`)."""
 
     pool: GroupParam
     groups: GroupParam
@@ -163,7 +163,8 @@ class Profile:
         pinned = self.pinned | other.pinned
         if pin:
             pinned |= frozenset([*other.getters, *other.sizes, *other.allocators, *other.contexts,
-                                 *other.collectives, *other.registrations])
+                                 *other.collectives, *other.registrations, *other.pool_contexts,
+                                 *other.pool_bindings])
         return replace(
             self, **dicts, **sets,
             packages=tuple(dict.fromkeys(self.packages + other.packages)),
