@@ -68,9 +68,11 @@ class FileContext:
         )
 
     def binding(self, allocation: "Allocation") -> Binding:
-        """Where the memory is bound: inside the helper or method that binds it, else at the call."""
-        if allocation.bound_at:
-            path, _, line = allocation.bound_at.rpartition(":")
+        """Where the memory is bound: the call in the scanned code that took it from the helper
+        binding it (the call to change), or inside that helper, else at the call itself."""
+        where = allocation.via or allocation.bound_at
+        if where:
+            path, _, line = where.rpartition(":")
             return Binding(path, int(line))
         return Binding(self.source.display, allocation.call.span.line)
 

@@ -141,7 +141,8 @@ def _message(lead: Mismatch, found: list[Mismatch]) -> str:
         subject = f"memory from `{allocation.short_name}` is bound to group {bound}"
     if allocation.bound_at:
         inside = "fixed inside the helper" if allocation.hidden else "bound inside the helper"
-        subject += f" ({inside} at {allocation.bound_at})"
+        through = f"taken at {allocation.via}, " if allocation.via else ""
+        subject += f" ({through}{inside} at {allocation.bound_at})"
     first = lead.consumption
     message = (f"{subject} but reaches `{first.collective}` on group {format_groups(lead.consumer)}"
                f" at line {first.call.span.line}")

@@ -76,6 +76,7 @@ class Memory:
     how: str  # "allocator", "context" or "registration"
     origin: str | None = None  # "path:line" where a helper binds it
     cond: PathCondition = frozenset()  # in the callee's terms: when the memory is bound at all
+    via: str | None = None  # "path:line" where the helper took it from a deeper helper (the call to change)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ class Allocation:
     cond: PathCondition = frozenset()
     statement: ir.Span = ir.NO_SPAN  # the statement holding the call (a fix may insert before it)
     factory: bool = False  # a context whose body made a fresh tensor (`torch.empty`, ...)
+    via: str | None = None  # "path:line" of the call, in the scanned code, that took it from that helper
 
     @property
     def short_name(self) -> str:

@@ -702,7 +702,7 @@ class FunctionFlow:
         for kept in behaviour.keeps:
             cond, _, impossible = sub.apply(kept.cond)
             if not impossible:
-                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond)
+                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond, via=kept.via)
 
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
                         sub: Substitution | None = None) -> set[Fact]:
@@ -752,7 +752,7 @@ class FunctionFlow:
             cond = self.translate(item.cond, sub)
             if cond is None:  # the helper binds memory only on a path this call does not take
                 return {UNKNOWN}
-            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond)
+            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond, via=item.via)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):
             if _switched_off(item, arguments):
@@ -796,7 +796,8 @@ class FunctionFlow:
         return render(expr)
 
     def allocate(self, how: str, name: str, c: ir.Call, arguments: "_Arguments", binding: b.Binding,
-                 origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None) -> Allocation | None:
+                 origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
+                 via: str | None = None) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument)."""
         missing: str | None = None
@@ -827,14 +828,13 @@ class FunctionFlow:
         allocation = Allocation(
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
-            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement,
+            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement, via=via,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)
         if previous is not None:
             if previous.groups != groups and previous.groups is not None and groups is not None:
-                previous = replace(previous, groups=tuple(sorted(set(previous.groups) | set(groups),
-                                                                 key=lambda g: (g[0], sorted(g[1])))))
+                previous = _merged(previous, allocation)
                 self._allocations[key] = previous
             return previous
         self._allocations[key] = allocation
@@ -1176,6 +1176,14 @@ def _forget(value: Value, names: set[str]) -> Value:
 @lru_cache(maxsize=4096)
 def _constant(value: object) -> Value:
     return frozenset({ConstFact(value)})
+
+
+def _merged(a: Allocation, b_: Allocation) -> Allocation:
+    """One call binding memory in two ways (a helper's two paths): the groups of both, each
+    guarded by what holds only on its own path, under the condition common to both."""
+    common = a.cond & b_.cond
+    groups = {(g, guard | (x.cond - common)) for x in (a, b_) for g, guard in x.groups or ()}
+    return replace(a, groups=tuple(sorted(groups, key=lambda g: (g[0], sorted(g[1])))), cond=common)
 
 
 _NONE = ConstFact(None)

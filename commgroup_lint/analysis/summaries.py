@@ -24,10 +24,10 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api, binds_memory
 from commgroup_lint.analysis.facts import (
-    BufferFact, CallableFact, CondFact, ConstFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact,
-    PathFact, SizeFact, TupleFact,
+    Allocation, BufferFact, CallableFact, CondFact, ConstFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact,
+    ParamFact, PathFact, SizeFact, TupleFact, is_symbolic,
 )
-from commgroup_lint.analysis.conditions import SIZE, kind
+from commgroup_lint.analysis.conditions import PARAM, SIZE, kind, relation_key
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
 from commgroup_lint.analysis.module import ClassInfo, analyze_module, class_attributes, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
@@ -112,9 +112,10 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             ref = arg(position)
             if ref is None:
                 return None
-            # a default that is a group binds the memory to it when the caller omits the argument;
-            # any other default (`group=None`) leaves the caller's call without its group (CGL001)
-            default = _default_groups(fn.params[position], api, imports)
+            # a default that is a group binds the memory to it when the caller omits the argument,
+            # as does the group the body chooses when it is None (`if group is None: group = tp`);
+            # any other default (`group=None`, kept) leaves the caller's call without its group (CGL001)
+            default = _default_groups(fn.params[position], api, imports) or _chosen_when_none(groups, ref)
             return b.Binding(param=ref, default=default, required=not default)
         if groups is not None and not params:
             return b.Binding(groups=tuple((g, scoped(guard, PORTABLE)) for g, guard in groups))
@@ -135,10 +136,10 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             found = binding(a.groups, a.group_params)
             if found is None:
                 return None
-            origin = a.bound_at or f"{display}:{a.call.span.line}"
+            here = f"{display}:{a.call.span.line}"
             if isinstance(f, ContextFact):
-                return b.Context(found, origin=origin)
-            return b.Memory(found, a.how, origin, scoped(a.cond, PORTABLE))
+                return b.Context(found, origin=a.bound_at or here)
+            return b.Memory(found, a.how, a.bound_at or here, scoped(a.cond, PORTABLE), via=_chosen_at(a, here))
         if isinstance(f, CondFact):
             when_true, when_false = scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE)
             if any(kind(key) == SIZE for key, _ in when_true | when_false):
@@ -176,7 +177,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     returned_ids = {id(f.allocation) for r in facts.returns for f in flatten(frozenset({r}))
                     if isinstance(f, (BufferFact, ContextFact))}
     keeps = tuple(dict.fromkeys(
-        b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE))
+        b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE),
+                 via=_chosen_at(a, f"{display}:{a.call.span.line}"))
         for a in facts.allocations
         if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
     ))
@@ -199,6 +201,22 @@ def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
     rest = [item for item in items if not isinstance(item, b.Groups)]
     merged: list[b.Returned] = [b.Groups(tuple(sorted(set(groups), key=lambda g: (g[0], sorted(g[1])))))] if groups else []
     return merged + list(dict.fromkeys(rest))
+
+
+def _chosen_at(a: Allocation, here: str) -> str | None:
+    """The call that chose the group of memory a deeper helper binds: an earlier one, else this
+    call when it passes the helper a group of its own (not its caller's, not one fixed inside)."""
+    if a.via or not a.bound_at:
+        return a.via
+    return None if a.hidden or a.group_params else here
+
+
+def _chosen_when_none(groups: tuple | None, ref: b.ArgRef) -> tuple:
+    """The groups the body binds where the parameter is None (its literal `$i:name is None`)."""
+    if groups is None or ref.index is None:
+        return ()
+    none = (relation_key(f"{PARAM}{ref.index}:{ref.param.lstrip('*')}", "is", "None")[0], True)
+    return tuple((g, frozenset()) for g, guard in groups if none in guard and not is_symbolic(g))
 
 
 def _default_groups(param: ir.Param, api: Api, imports: ImportTable) -> tuple:

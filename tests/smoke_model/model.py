@@ -99,7 +99,7 @@ class LayerCommunicator:
         else:
             group = get_attention_tp_group()
         if self.bug == "missing_group":
-            local_hidden = legacy_get_local_dp_buffer()  # seeded[missing_group]: CGL001 (runtime: CGL002 on 4 ranks)
+            local_hidden = legacy_get_local_dp_buffer()  # seeded[missing_group]: CGL002 (runtime: CGL002 on 4 ranks)
         else:
             local_hidden = get_local_dp_buffer(group)
         dp_scatter(local_hidden, global_hidden)
