@@ -151,6 +151,8 @@ class FixPlanner:
         """The fix for a mismatch: the consumer's group when every consumer runs on one group
         (safe), else, when the consumer's group depends on the configuration, the siblings'
         selection of the group (unsafe); the reason when there is none."""
+        if allocation.hidden and allocation.via:
+            return None, f"the group is chosen by the call at {allocation.via}: change it there"
         if allocation.hidden:
             return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"
                           if allocation.bound_at else "the helper fixes the group inside")
@@ -161,6 +163,13 @@ class FixPlanner:
             return None, None
         consumed = self._consumptions.get(id(allocation.call), [])
         groups = frozenset(g for c in consumed for g in c.group_names)
+        by_call: dict[int, set[str]] = {}
+        for c in consumed:
+            by_call.setdefault(id(c.call), set()).update(c.group_names)
+        if len(groups) > 1 and all(len(g) == 1 for g in by_call.values()):
+            both = " and ".join(sorted(display_group(g) for g in groups))
+            return None, (f"different collectives consume it on {both}: bind it to each of those"
+                          " groups (a pool registered with every one), or give each collective memory of its own")
         if len(groups) == 1:
             fix, choice = self.fix(allocation, replace=True)
             if fix is not None and all(m.configuration_dependent for m in mismatched):
@@ -196,6 +205,9 @@ class FixPlanner:
                 return None, Choice(None, f"no getter is known for group {display_group(choice.group)}")
             expression, import_edit = spelled
             edits += [import_edit] if import_edit else []
+        where = group_parameter(allocation, self.ctx.api)
+        if where is not None and where.shape and conv is None:  # `nccl_symm_mem_context` takes `<group>.pynccl_comm`
+            expression = f"{expression}.{where.shape}"
         edit = self._argument_edit(allocation, expression, replace, conv)
         if isinstance(edit, str):
             return None, Choice(None, edit)
@@ -210,8 +222,6 @@ class FixPlanner:
         source = self.ctx.source
         current = group_argument(allocation, self.ctx.api)
         where = group_parameter(allocation, self.ctx.api)
-        if where is not None and where.shape and conv is None:
-            expression = f"{expression}.{where.shape}"
         if current is not None and not replace:
             return "the call passes a group already"
         if current is not None and span_text(source, current[0].span) == expression:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
-from commgroup_lint.profile import Profile, load_shipped
+from lintkit import PROFILE
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS_DIRS = (ROOT / "examples", ROOT / "tests" / "fixtures")
@@ -59,11 +59,6 @@ SNIPPETS = (
     "del buf",
     "for buf in [get_local_dp_buffer()]:\n    get_tp_group().all_reduce(buf)",
 )
-
-
-@cache
-def profile() -> Profile:
-    return load_shipped("sglang")
 
 
 @cache
@@ -162,7 +157,7 @@ def parses(text: str) -> bool:
 def _lint_text(text: str, directory: Path):
     path = directory / "program.py"
     path.write_text(text, encoding="utf-8", newline="")
-    linter = Linter(profile())
+    linter = Linter(PROFILE)
     return linter, linter.lint(discover([str(path)]))
 
 

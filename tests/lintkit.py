@@ -6,15 +6,17 @@ from pathlib import Path
 
 from commgroup_lint.engine import Linter
 from commgroup_lint.model import Confidence, Finding, RuleSelection
-from commgroup_lint.profile import load_shipped
+from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import discover
 
 FIXTURES = Path(__file__).parent / "fixtures"
+PROFILE = configured_profile(Config())
+"""What a run without a configuration uses: every shipped profile."""
 
 
 def lint_paths(*paths: Path | str, select: tuple[str, ...] = ("CGL",),
                min_confidence: Confidence = Confidence.MEDIUM) -> list[Finding]:
-    linter = Linter(load_shipped("sglang"), RuleSelection(select), min_confidence=min_confidence)
+    linter = Linter(PROFILE, RuleSelection(select), min_confidence=min_confidence)
     return linter.lint(discover([str(p) for p in paths])).findings
 
 

@@ -10,7 +10,7 @@ from commgroup_lint.cache import Cache, cache_key
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.model import RuleSelection
-from commgroup_lint.profile import load_shipped
+from lintkit import PROFILE
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -69,7 +69,7 @@ def generate(root: Path, count: int = 300, seed: int = 0) -> Path:
 
 
 def linter(gate: bool = True, cache_dir: Path | None = None, frontend: str = "ast") -> Linter:
-    lint = Linter(load_shipped("sglang"), RuleSelection(("CGL",)), gate=gate, frontend=frontend)
+    lint = Linter(PROFILE, RuleSelection(("CGL",)), gate=gate, frontend=frontend)
     if cache_dir is not None:
         lint.cache = Cache(cache_dir, cache_key(*lint.cache_settings()))
     return lint

@@ -20,7 +20,7 @@ from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
 from commgroup_lint.fixer import fix_result, write
 from commgroup_lint.model import RuleSelection
-from commgroup_lint.profile import load_shipped
+from lintkit import PROFILE
 
 FIX = Path(__file__).parent / "fixtures" / "fix"
 CASES = sorted(p.name[: -len(".in.py")] for p in FIX.glob("*.in.py"))
@@ -28,7 +28,7 @@ CASES = sorted(p.name[: -len(".in.py")] for p in FIX.glob("*.in.py"))
 
 def fix_file(path: Path, unsafe: bool) -> int:
     """Fix `path` in place as `check --fix [--unsafe-fixes]` does; returns the fixes applied."""
-    linter = Linter(load_shipped("sglang"), RuleSelection(("CGL",)))
+    linter = Linter(PROFILE, RuleSelection(("CGL",)))
     result = linter.lint(discover([str(path)]))
     assert result.internal_errors == []
     report = fix_result(linter, result, result.fixable, unsafe)
