@@ -1,6 +1,6 @@
 """Binding at allocation: tensors created inside a context are recorded as bound to its group.
 
-A function mode (``_BindMode``) is active only inside binding contexts: the profile's
+A function mode (``_BindMode``, one per thread) is active only inside binding contexts: the profile's
 contexts and pool contexts, :class:`simulated_symmetric_memory`, allocators. Every tensor
 created there with a fresh storage (not a view of an argument) is recorded in the binding
 table with its group and the user's allocation line. Outside them no torch call pays anything.
@@ -100,21 +100,41 @@ class SimulatedSymmetricPool:
 DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 
 
-class _BindMode(TorchFunctionMode):
-    """Records fresh storages created inside it as bound to ``group``. With ``pool`` they are
-    also registered as that pool's scheme says; without, registration is left to the real
-    hooks (a NCCL mem pool, torch symmetric memory). Memory bound to several groups at once
-    (one pool registered with each), or drawn from a memory pool (registered with the pool's
-    groups, now or later), has no single allocation group: it is recorded as registered with
-    them, and takes the group of an enclosing context that names one (a context over a pool
-    and a group that enters ``use_mem_pool(pool)`` inside)."""
+class _Frame:
+    """One binding context's part: what is allocated in its body is bound to ``group``. With
+    ``pool`` it is also registered as that pool's scheme says; without, registration is left
+    to the real hooks (a NCCL mem pool, torch symmetric memory). Memory bound to several
+    groups at once (one pool registered with each), or drawn from a memory pool (registered
+    with the pool's groups, now or later), has no single allocation group: it is recorded as
+    registered with them (``registered``), and takes the group of an enclosing context that
+    names one (a context over a pool and a group that enters ``use_mem_pool(pool)`` inside)."""
+
+    __slots__ = ("group", "pool", "registered")
 
     def __init__(self, group: Any, pool: SimulatedSymmetricPool | None,
                  registered: frozenset | set = frozenset()) -> None:
-        super().__init__()
         self.group = group
         self.pool = pool
         self.registered = registered
+
+    def bind(self, storage: Any, ptr: int, nbytes: int, dev: Any) -> Any:
+        site = finder().find()
+        if self.pool is not None:
+            block, registered = self.pool._acquire(nbytes, self.group)
+            return TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, registered,
+                                      self.pool if block else None, block)
+        return TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, self.registered)
+
+
+class _BindMode(TorchFunctionMode):
+    """Records fresh storages created while any binding context is open on this thread. One
+    mode per thread however deeply contexts nest (each nesting would otherwise add a mode
+    and a dispatch to every torch call in the body): the contexts are its frames. The first
+    frame opened binds the memory; the later ones give it their group if it has none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[_Frame] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -142,43 +162,52 @@ class _BindMode(TorchFunctionMode):
                     continue
                 dev = _device_key(t)
                 rec = TABLE.record_at(dev, ptr)
-                if rec is None:
-                    self.bind(storage, ptr, nbytes, dev)
-                elif rec.alloc_group is None and self.group is not None:  # bound inside without a group
-                    rec.alloc_group = self.group
+                for frame in self.frames:
+                    if rec is None:
+                        rec = frame.bind(storage, ptr, nbytes, dev)
+                    elif rec.alloc_group is None and frame.group is not None:  # bound inside without a group
+                        rec.alloc_group = frame.group
         return out
 
-    def bind(self, storage: Any, ptr: int, nbytes: int, dev: Any) -> None:
-        site = finder().find()
-        if self.pool is not None:
-            block, registered = self.pool._acquire(nbytes, self.group)
-            TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, registered,
-                               self.pool if block else None, block)
-        else:
-            TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, self.registered)
+
+class _Modes(threading.local):
+    mode: _BindMode | None = None
 
 
-def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> _BindMode:
+_MODES = _Modes()
+
+
+def _start(frame: _Frame) -> _Frame:
+    mode = _MODES.mode
+    if mode is None:
+        mode = _MODES.mode = _BindMode()
+        mode.__enter__()
+    mode.frames.append(frame)
+    return frame
+
+
+def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> _Frame:
     """Begin binding what is allocated to ``group`` (or to each group of a list of them); end
     it with :func:`end_binding`."""
     if isinstance(group, _SEQUENCES):
-        mode = _BindMode(None, None, frozenset(as_process_group(g) for g in group))
-    else:
-        mode = _BindMode(as_process_group(group), pool)
-    mode.__enter__()
-    return mode
+        return _start(_Frame(None, None, frozenset(as_process_group(g) for g in group)))
+    return _start(_Frame(as_process_group(group), pool))
 
 
-def start_pool_binding(pool: Any) -> _BindMode:
+def start_pool_binding(pool: Any) -> _Frame:
     """Begin binding what is allocated to the groups ``pool`` is bound to, now or later (the
     body of ``use_mem_pool(pool)``); end it with :func:`end_binding`."""
-    mode = _BindMode(None, None, POOLS.of(pool))
-    mode.__enter__()
-    return mode
+    return _start(_Frame(None, None, POOLS.of(pool)))
 
 
-def end_binding(mode: _BindMode) -> None:
-    mode.__exit__(None, None, None)
+def end_binding(frame: _Frame) -> None:
+    mode = _MODES.mode
+    if mode is None or frame not in mode.frames:  # ended already, or begun on another thread
+        return
+    mode.frames.remove(frame)
+    if not mode.frames:
+        _MODES.mode = None
+        mode.__exit__(None, None, None)
 
 
 def bind_result(out: Any, group: Any) -> None:
@@ -210,17 +239,17 @@ class simulated_symmetric_memory:
         self.group = None if disabled else group
         self.disabled = disabled
         self.pool = (pool or DEFAULT_POOL) if register else None
-        self._mode: _BindMode | None = None
+        self._frame: _Frame | None = None
 
     def __enter__(self) -> simulated_symmetric_memory:
         if not self.disabled:
-            self._mode = start_binding(self.group, self.pool)
+            self._frame = start_binding(self.group, self.pool)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
-        if self._mode is not None:
-            mode, self._mode = self._mode, None
-            end_binding(mode)
+        if self._frame is not None:
+            frame, self._frame = self._frame, None
+            end_binding(frame)
         return False
 
 

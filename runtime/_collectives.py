@@ -57,7 +57,8 @@ COLLECTIVE_NAMES = {
 
 #: Op namespaces whose ops with a ``group_name`` argument are collectives on that group.
 OP_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "symm_mem")
-_NOT_COLLECTIVES = frozenset({"isend", "irecv", "batch_p2p_ops", "_rendezvous"})
+# point-to-point ops, and symmetric memory's queries of a group's peers (no data moves)
+_NOT_COLLECTIVES = frozenset({"isend", "irecv", "batch_p2p_ops", "_rendezvous", "get_remote_tensors"})
 _KEYS = ("CPU", "CUDA")
 
 Spec = tuple[str, "int | None", Callable[..., Any]]  # (name users know, group position, body)
@@ -161,6 +162,11 @@ class CollectiveHooks:
                 "symmetric-memory collectives (torch.compile'd code) are not checked")
             return
         libraries: dict[str, Any] = {}
+        unchecked: list[str] = []
+        # torch registers some symmetric-memory kernels from Python (the fused matmul ones): the
+        # shim's stacks on top of them (older torch refuses that, and those ops go unchecked)
+        override = {"allow_override": True} if "allow_override" in inspect.signature(
+            torch.library.Library.impl).parameters else {}
         with warnings.catch_warnings():  # replacing a CUDA kernel is announced by a warning
             warnings.simplefilter("ignore")
             for namespace, op, name, position in _group_name_ops():
@@ -171,8 +177,14 @@ class CollectiveHooks:
                     if namespace not in libraries:
                         libraries[namespace] = torch.library.Library(namespace, "IMPL")
                     kernel = _op_kernel(_original(qualified, key, get_kernel), name, position)
-                    libraries[namespace].impl(op, kernel, key, with_keyset=True)
+                    try:
+                        libraries[namespace].impl(op, kernel, key, with_keyset=True, **override)
+                    except RuntimeError:
+                        unchecked.append(f"{qualified} ({key})")
         self.libraries.extend(libraries.values())
+        if unchecked:
+            say("not checked (this torch lets no one replace kernels it registers from Python): "
+                + ", ".join(unchecked))
 
 
 @functools.cache

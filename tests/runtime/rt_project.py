@@ -137,7 +137,7 @@ MEGATRON_MAIN = textwrap.dedent(
         dist.all_reduce(buf, group=dp)  # RIGHT GROUP
         dist.all_reduce(buf, group=other)  # WRONG GROUP
         torch.cuda.synchronize()
-        print("sum", buf[0].item(), flush=True)
+        print(f"sum {buf[0].item()}\\n", end="", flush=True)  # one write: the ranks share stdout
         dist.barrier()
         dist.destroy_process_group()
 
