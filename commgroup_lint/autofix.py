@@ -151,7 +151,7 @@ class FixPlanner:
         """The fix for a mismatch: the consumer's group when every consumer runs on one group
         (safe), else, when the consumer's group depends on the configuration, the siblings'
         selection of the group (unsafe); the reason when there is none."""
-        if allocation.hidden and allocation.via:
+        if allocation.hidden and allocation.chosen:
             return None, f"the group is chosen by the call at {allocation.via}: change it there"
         if allocation.hidden:
             return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"

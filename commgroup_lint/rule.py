@@ -68,9 +68,9 @@ class FileContext:
         )
 
     def binding(self, allocation: "Allocation") -> Binding:
-        """Where the memory is bound: the call in the scanned code that took it from the helper
-        binding it (the call to change), or inside that helper, else at the call itself."""
-        where = allocation.via or allocation.bound_at
+        """Where the memory gets its group: the call in the scanned code that chose it for the
+        helper binding it, else inside that helper, else at the call itself."""
+        where = allocation.via if allocation.chosen else allocation.bound_at
         if where:
             path, _, line = where.rpartition(":")
             return Binding(path, int(line))

@@ -76,7 +76,8 @@ class Memory:
     how: str  # "allocator", "context" or "registration"
     origin: str | None = None  # "path:line" where a helper binds it
     cond: PathCondition = frozenset()  # in the callee's terms: when the memory is bound at all
-    via: str | None = None  # "path:line" where the helper took it from a deeper helper (the call to change)
+    via: str | None = None  # "path:line" where the helper took it from a deeper helper
+    chosen: bool = False  # that call chose the group (passed one of its own to the deeper helper)
 
 
 @dataclass(frozen=True)

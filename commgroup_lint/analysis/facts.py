@@ -47,6 +47,7 @@ class Allocation:
     statement: ir.Span = ir.NO_SPAN  # the statement holding the call (a fix may insert before it)
     factory: bool = False  # a context whose body made a fresh tensor (`torch.empty`, ...)
     via: str | None = None  # "path:line" of the call, in the scanned code, that took it from that helper
+    chosen: bool = False  # that call chose the group: the call a fix changes
 
     @property
     def short_name(self) -> str:

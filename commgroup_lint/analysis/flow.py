@@ -702,7 +702,8 @@ class FunctionFlow:
         for kept in behaviour.keeps:
             cond, _, impossible = sub.apply(kept.cond)
             if not impossible:
-                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond, via=kept.via)
+                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
+                              via=(kept.via, kept.chosen))
 
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
                         sub: Substitution | None = None) -> set[Fact]:
@@ -752,7 +753,8 @@ class FunctionFlow:
             cond = self.translate(item.cond, sub)
             if cond is None:  # the helper binds memory only on a path this call does not take
                 return {UNKNOWN}
-            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond, via=item.via)
+            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond,
+                                       via=(item.via, item.chosen))
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):
             if _switched_off(item, arguments):
@@ -797,9 +799,10 @@ class FunctionFlow:
 
     def allocate(self, how: str, name: str, c: ir.Call, arguments: "_Arguments", binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
-                 via: str | None = None) -> Allocation | None:
+                 via: tuple[str | None, bool] = (None, False)) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
-        (by default, when the binding takes no group argument)."""
+        (by default, when the binding takes no group argument); `via`: where the helper took
+        it from a deeper one, and whether that call chose the group."""
         missing: str | None = None
         group_params: frozenset[int] = frozenset()
         groups: tuple[Guarded, ...] | None
@@ -828,7 +831,7 @@ class FunctionFlow:
         allocation = Allocation(
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
-            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement, via=via,
+            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement, via=via[0], chosen=via[1],
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)

@@ -139,7 +139,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             here = f"{display}:{a.call.span.line}"
             if isinstance(f, ContextFact):
                 return b.Context(found, origin=a.bound_at or here)
-            return b.Memory(found, a.how, a.bound_at or here, scoped(a.cond, PORTABLE), via=_chosen_at(a, here))
+            return b.Memory(found, a.how, a.bound_at or here, scoped(a.cond, PORTABLE), *_taken_at(a, here))
         if isinstance(f, CondFact):
             when_true, when_false = scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE)
             if any(kind(key) == SIZE for key, _ in when_true | when_false):
@@ -178,7 +178,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
                     if isinstance(f, (BufferFact, ContextFact))}
     keeps = tuple(dict.fromkeys(
         b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE),
-                 via=_chosen_at(a, f"{display}:{a.call.span.line}"))
+                 *_taken_at(a, f"{display}:{a.call.span.line}"))
         for a in facts.allocations
         if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
     ))
@@ -203,12 +203,16 @@ def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
     return merged + list(dict.fromkeys(rest))
 
 
-def _chosen_at(a: Allocation, here: str) -> str | None:
-    """The call that chose the group of memory a deeper helper binds: an earlier one, else this
-    call when it passes the helper a group of its own (not its caller's, not one fixed inside)."""
-    if a.via or not a.bound_at:
-        return a.via
-    return None if a.hidden or a.group_params else here
+def _taken_at(a: Allocation, here: str) -> tuple[str | None, bool]:
+    """Where memory a deeper helper binds was taken from it, and whether that call chose the
+    group (passed the helper a group of its own: not its caller's, none fixed inside). The
+    call that chose the group wins, however deep; else this call, the one a reader reaches
+    first from a finding in a caller."""
+    if not a.bound_at:
+        return None, False
+    if a.via and a.chosen:
+        return a.via, True
+    return here, not (a.hidden or a.group_params)
 
 
 def _chosen_when_none(groups: tuple | None, ref: b.ArgRef) -> tuple:
