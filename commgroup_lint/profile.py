@@ -96,7 +96,6 @@ class Methods:
     allocator: frozenset[str] = frozenset()  # return memory bound to the group
     same_group: frozenset[str] = frozenset()  # return the group itself (`_get_backend`)
     register_pool: frozenset[str] = frozenset()  # bind their pool argument to the group
-    get_group: frozenset[str] = frozenset()  # return the group a mesh-like object names (`mesh.get_group("tp")`)
     size: frozenset[str] = frozenset()  # return the group's world size (`pg.size()`)
 
     def merged(self, other: "Methods") -> "Methods":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from commgroup_lint.cli import main
 from commgroup_lint.config import Config, ConfigError, find_config, load_config
 from commgroup_lint.options import resolve_selection
+from commgroup_lint.profile import Methods, load_shipped
 
 BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef forward():\n    return get_local_dp_buffer()\n"
 GOOD = "x = 1\n"
@@ -252,3 +254,17 @@ def test_profile_key_and_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     result = check(tmp_path, "--profile", "nope", "a.py", monkeypatch=monkeypatch)
     assert result.exit_code == 2
     assert result.stderr == "error: --profile: unknown profile 'nope' (shipped profiles: megatron, sglang, torch, vllm)\n"
+
+
+def test_methods_get_group_is_an_unknown_key(tmp_path: Path) -> None:
+    """Nothing reads `methods.get_group`: the loader and the torch profile no longer have it."""
+    assert "get_group" not in {f.name for f in fields(Methods)}
+    assert load_shipped("torch").methods == Methods(same_group=frozenset({"_get_backend"}),
+                                                   register_pool=frozenset({"register_mem_pool"}),
+                                                   size=frozenset({"size"}))
+    path = tmp_path / "commgroup-lint.toml"
+    path.write_text("[extend-profile.methods]\nget_group = ['get_group']\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"{path}: key 'extend-profile.methods.get_group': unknown key "
+                              "(expected one of: allocator, collective, register_pool, same_group, size)")
