@@ -9,6 +9,8 @@ runtime shim can read the same files where only torch is installed.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -232,6 +234,35 @@ _TOP_KEYS = {
 }
 
 
+def toml_key(name: str) -> str:
+    """`name` as TOML writes it in a dotted key: bare when it can be, else quoted
+    (`allocators."acme.memory.comm_buffer".index`)."""
+    return name if _BARE_KEY.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+_RELATION_FORMS = ("`A == B`, `A < B` or `A > B` (A and B world-size quantities or integers, "
+                   "the operator between single spaces)")
+
+
+def relation_problem(text: str) -> str | None:
+    """Why `text` is not a relation `[single_rank]` and `[aliases]` can use, or None when it is
+    one. Read as the analysis reads it (`analysis.conditions.parse_literal`): the first operator
+    found, two-character ones first, between single spaces; only one that holds as written
+    (`==`, `<`, `>`) can say when a group has one rank or two groups are one."""
+    for op in ("!=", "==", "<=", ">=", "<", ">"):
+        left, found, right = text.partition(f" {op} ")
+        if not found:
+            continue
+        if op not in ("==", "<", ">"):
+            return f"relation '{text}' uses `{op}`, which cannot be used here; write {_RELATION_FORMS}"
+        if not re.fullmatch(r"\S+", left.strip()) or not re.fullmatch(r"\S+", right.strip()):
+            return f"relation '{text}' is not one comparison of two operands; write {_RELATION_FORMS}"
+        return None
+    return f"relation '{text}' has no operator between spaces; write {_RELATION_FORMS}"
+
+
 def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profile:
     """Build a `Profile` from TOML data; `origin` and `prefix` locate errors for the user."""
     r = _Reader(origin, prefix)
@@ -239,6 +270,12 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
     head = r.table(data, "profile")
     r.no_unknown(head, {"name", "description", "packages", "detect", "extends"}, "profile")
     name = r.string(head, "name", "profile", default="custom")
+    extends = r.strings(head, "extends", "profile")
+    for base in extends:
+        if base not in shipped_profiles():
+            raise r.fail("profile.extends", f"unknown profile '{base}' (shipped profiles: "
+                                            f"{', '.join(shipped_profiles())}); extend one of these "
+                                            "(a profile file cannot be extended)")
     getters, variants = r.getters(r.table(data, "getters"))
     methods = r.table(data, "methods")
     r.no_unknown(methods, {f.name for f in fields(Methods)}, "methods")
@@ -248,8 +285,8 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         description=r.string(head, "description", "profile", default=""),
         packages=tuple(r.strings(head, "packages", "profile")),
         detect=tuple(r.strings(head, "detect", "profile")),
-        extends=tuple(r.strings(head, "extends", "profile")),
-        groups={k: r.group_info(v, f"groups.{k}") for k, v in r.table(data, "groups").items()},
+        extends=tuple(extends),
+        groups={k: r.group_info(v, r.at("groups", k)) for k, v in r.table(data, "groups").items()},
         getters=getters,
         getter_variants=variants,
         new_groups=frozenset(r.strings(r.table(data, "new_groups"), "names", "new_groups")),
@@ -258,17 +295,17 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         size_group_attributes=frozenset(r.strings(r.table(data, "group_attributes"), "size", "group_attributes")),
         methods=Methods(**{f.name: frozenset(r.strings(methods, f.name, "methods")) for f in fields(Methods)})
         .merged(Methods(collective=frozenset(legacy_collective))),
-        wrappers={k: r.group_param(v, f"wrappers.{k}") for k, v in r.table(data, "wrappers").items()},
+        wrappers={k: r.group_param(v, r.at("wrappers", k)) for k, v in r.table(data, "wrappers").items()},
         sizes={k: r.string({k: v}, k, "sizes") for k, v in r.table(data, "sizes").items()},
         size_attributes={k: r.string({k: v}, k, "size_attributes") for k, v in r.table(data, "size_attributes").items()},
-        single_rank={k: tuple(r.strings({k: v}, k, "single_rank")) for k, v in r.table(data, "single_rank").items()},
-        aliases={k: r.aliases(v, f"aliases.{k}") for k, v in r.table(data, "aliases").items()},
-        allocators={k: r.group_param(v, f"allocators.{k}") for k, v in r.table(data, "allocators").items()},
-        contexts={k: r.context(v, f"contexts.{k}") for k, v in r.table(data, "contexts").items()},
-        registrations={k: r.registration(v, f"registrations.{k}") for k, v in r.table(data, "registrations").items()},
-        pool_contexts={k: r.group_param(v, f"pool_contexts.{k}") for k, v in r.table(data, "pool_contexts").items()},
-        pool_bindings={k: r.pool_binding(v, f"pool_bindings.{k}") for k, v in r.table(data, "pool_bindings").items()},
-        collectives={k: r.collective(v, f"collectives.{k}") for k, v in r.table(data, "collectives").items()},
+        single_rank={k: r.relations(v, k) for k, v in r.table(data, "single_rank").items()},
+        aliases={k: r.aliases(v, r.at("aliases", k)) for k, v in r.table(data, "aliases").items()},
+        allocators={k: r.group_param(v, r.at("allocators", k)) for k, v in r.table(data, "allocators").items()},
+        contexts={k: r.context(v, r.at("contexts", k)) for k, v in r.table(data, "contexts").items()},
+        registrations={k: r.registration(v, r.at("registrations", k)) for k, v in r.table(data, "registrations").items()},
+        pool_contexts={k: r.group_param(v, r.at("pool_contexts", k)) for k, v in r.table(data, "pool_contexts").items()},
+        pool_bindings={k: r.pool_binding(v, r.at("pool_bindings", k)) for k, v in r.table(data, "pool_bindings").items()},
+        collectives={k: r.collective(v, r.at("collectives", k)) for k, v in r.table(data, "collectives").items()},
         local_copies=frozenset(r.strings(r.table(data, "local_copies"), "names", "local_copies")),
         unrelated=frozenset(r.strings(r.table(data, "unrelated"), "names", "unrelated")),
         tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
@@ -286,16 +323,21 @@ class _Reader:
     def fail(self, key: str, problem: str) -> ProfileError:
         return ProfileError(f"{self.origin}: key '{self.prefix}{key}': {problem}")
 
+    @staticmethod
+    def at(where: str, key: str) -> str:
+        """The dotted key of `key` inside the table `where` ("" for the top), quoted as TOML
+        quotes it: `allocators."acme.memory.comm_buffer"`."""
+        return f"{where}.{toml_key(key)}" if where else toml_key(key)
+
     def no_unknown(self, data: dict[str, Any], allowed: set[str], where: str) -> None:
         for key in data:
             if key not in allowed:
-                path = f"{where}.{key}" if where else key
-                raise self.fail(path, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+                raise self.fail(self.at(where, key), f"unknown key (expected one of: {', '.join(sorted(allowed))})")
 
     def table(self, data: dict[str, Any], key: str, where: str = "") -> dict[str, Any]:
         value = data.get(key, {})
         if not isinstance(value, dict):
-            raise self.fail(f"{where}.{key}" if where else key, "must be a table")
+            raise self.fail(self.at(where, key), "must be a table")
         return value
 
     def entry(self, data: Any, where: str, allowed: set[str]) -> dict[str, Any]:
@@ -305,9 +347,11 @@ class _Reader:
         return data
 
     def string(self, data: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
+        if key not in data and default is None:
+            raise self.fail(self.at(where, key), "is required (a string)")
         value = data.get(key, default)
         if not isinstance(value, str):
-            raise self.fail(f"{where}.{key}", "must be a string")
+            raise self.fail(self.at(where, key), "must be a string")
         return value
 
     def optional(self, data: dict[str, Any], key: str, where: str) -> str | None:
@@ -318,8 +362,18 @@ class _Reader:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(f"{where}.{key}", "must be a string or a list of strings")
+            raise self.fail(self.at(where, key), "must be a string or a list of strings")
         return value
+
+    def relations(self, data: Any, group: str) -> tuple[str, ...]:
+        """A `[single_rank]` entry: relations under any of which `group` has one rank."""
+        where = self.at("single_rank", group)
+        found = self.strings({group: data}, group, "single_rank")
+        for relation in found:
+            problem = relation_problem(relation)
+            if problem:
+                raise self.fail(where, problem)
+        return tuple(found)
 
     def index(self, data: dict[str, Any], where: str) -> int | None:
         value = data.get("index")
@@ -340,7 +394,7 @@ class _Reader:
         """`name = [groups]`, or a table `{groups = [...], variants = {"keyword=value" = [...]}}`."""
         getters, variants = {}, {}
         for name, value in table.items():
-            where = f"getters.{name}"
+            where = self.at("getters", name)
             if isinstance(value, dict):
                 self.no_unknown(value, {"groups", "variants"}, where)
                 getters[name] = frozenset(self.strings(value, "groups", where))
@@ -353,6 +407,10 @@ class _Reader:
     def aliases(self, data: Any, where: str) -> dict[str, str]:
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise self.fail(where, 'must be a table of other_group = "relation under which they are one group"')
+        for other, relation in data.items():
+            problem = relation_problem(relation)
+            if problem:
+                raise self.fail(self.at(where, other), problem)
         return dict(data)
 
     def group_param(self, data: Any, where: str, extra: frozenset[str] = frozenset()) -> GroupParam:
@@ -391,7 +449,7 @@ class _Reader:
             self.no_unknown(b, {"param", "index", "groups"}, f"{where}.buffers[{i}]")
             index = self.index(b, f"{where}.buffers[{i}]")
             if index is None:
-                raise self.fail(f"{where}.buffers[{i}].index", "is required")
+                raise self.fail(f"{where}.buffers[{i}].index", "is required (a non-negative integer)")
             parsed.append(BufferParam(self.string(b, "param", f"{where}.buffers[{i}]"), index,
                                       frozenset(self.strings(b, "groups", f"{where}.buffers[{i}]"))))
         fixed = frozenset(self.strings(data, "groups", where))

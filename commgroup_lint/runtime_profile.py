@@ -46,7 +46,7 @@ def parse_runtime(reader: _Reader, data: dict[str, Any]) -> RuntimeProfile:
     reader.no_unknown(data, {"group_classes", "helper_modules"}, "runtime")
     classes = {}
     for name, entry in reader.table(data, "group_classes", "runtime").items():
-        where = f"runtime.group_classes.{name}"
+        where = reader.at("runtime.group_classes", name)
         if not isinstance(entry, dict):
             raise reader.fail(where, "must be a table")
         reader.no_unknown(entry, {"group_attr"}, where)
