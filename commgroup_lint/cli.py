@@ -30,7 +30,7 @@ from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
 from commgroup_lint.reporters.text import print_findings, summary
 from commgroup_lint.rule import all_rules
-from commgroup_lint.settings import Settings
+from commgroup_lint.settings import Settings, profile_names
 from commgroup_lint.terminal import COLOR_CHOICES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -205,10 +205,16 @@ def _unless_excluded(settings: Settings, piped: Discovered) -> list[Discovered]:
 
 
 def _settings(config: Config, where: Sequence[str], **overrides: Any) -> Settings:
+    """The run's settings. An unknown name in `--profile` is labelled with the option; every
+    other profile error (a configuration's, a profile file's) names its own file and key."""
+    for name in profile_names(overrides.get("profile")) or ():
+        if name not in shipped_profiles():
+            raise UserError(f"--profile: unknown profile '{name}' (shipped profiles: {', '.join(shipped_profiles())}; "
+                            "your own engine goes in `profile-files`)")
     try:
         return Settings.resolve(config, where, **overrides)
     except ProfileError as err:
-        raise UserError(f"--profile: {err}") from None
+        raise UserError(str(err)) from None
 
 
 def _discover(settings: Settings, paths: Sequence[str]) -> list[Discovered]:

@@ -239,6 +239,12 @@ class _Parser:
         table = data["extend-profile"]
         if not isinstance(table, dict):
             raise self.fail("extend-profile", "must be a table in the shape of a shipped profile")
+        head = table.get("profile")
+        if isinstance(head, dict) and "extends" in head:
+            raise self.fail("extend-profile.profile.extends",
+                            "is not read in `extend-profile`, whose entries are added to the profiles the run "
+                            "selects: name shipped profiles in `profiles`, or give your engine its own profile "
+                            "file (listed in `profile-files`), where `extends` is read")
         try:
             return parse_profile(table, origin=str(self.path), prefix=f"{self.prefix}extend-profile.")
         except ProfileError as err:

@@ -21,6 +21,12 @@ from commgroup_lint.profile import Profile
 from commgroup_lint.project import context_files, import_roots, project_root
 
 
+def profile_names(option: str | None) -> list[str] | None:
+    """The shipped profiles a comma-separated `--profile` names; None when it names none."""
+    names = [n.strip() for n in option.split(",") if n.strip()] if option else []
+    return names or None
+
+
 @dataclass(frozen=True)
 class Settings:
     config: Config
@@ -43,7 +49,7 @@ class Settings:
                 min_confidence: Confidence | None = None) -> Settings:
         """`config` overridden by what was given (None or empty: not given); `profile` names
         shipped profiles, comma-separated. Raises `ProfileError` for an unknown profile."""
-        names = [n.strip() for n in profile.split(",") if n.strip()] if profile else None
+        names = profile_names(profile)
         return cls(
             config=config,
             profile=configured_profile(config, names),

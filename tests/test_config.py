@@ -253,7 +253,43 @@ def test_profile_key_and_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert len(codes_at(check(tmp_path, "a.py", monkeypatch=monkeypatch))) == 1
     result = check(tmp_path, "--profile", "nope", "a.py", monkeypatch=monkeypatch)
     assert result.exit_code == 2
-    assert result.stderr == "error: --profile: unknown profile 'nope' (shipped profiles: megatron, sglang, torch, vllm)\n"
+    assert result.stderr == ("error: --profile: unknown profile 'nope' (shipped profiles: megatron, sglang, torch, vllm; "
+                             "your own engine goes in `profile-files`)\n")
+
+
+NOPE = ("error: --profile: unknown profile 'nope' (shipped profiles: megatron, sglang, torch, vllm; "
+        "your own engine goes in `profile-files`)\n")
+
+
+@pytest.mark.parametrize("command", ["check", "sites"])
+def test_only_the_option_is_labelled_with_the_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      command: str) -> None:
+    write(tmp_path, {"a.py": GOOD})
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, [command, "--profile", "sglang, nope", "a.py"])
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", NOPE)
+    # a profile file's own error names the file, never `--profile`, given or not
+    write(tmp_path, {"commgroup-lint.toml": "profile-files = ['acme.toml']\n",
+                     "acme.toml": "[profile]\nextends = ['pytorch']\n"})
+    expected = (f"error: {tmp_path / 'acme.toml'}: key 'profile.extends': unknown profile 'pytorch' (shipped profiles: "
+                "megatron, sglang, torch, vllm); extend one of these (a profile file cannot be extended)\n")
+    for option in ((), ("--profile", "torch")):
+        result = CliRunner().invoke(main, [command, *option, "a.py"])
+        assert (result.exit_code, result.stdout, result.stderr) == (2, "", expected)
+
+
+def test_extends_in_extend_profile_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, {"a.py": GOOD, "pyproject.toml": "[tool.commgroup-lint.extend-profile.profile]\nextends = ['sglang']\n"})
+    result = check(tmp_path, "a.py", monkeypatch=monkeypatch)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: {tmp_path / 'pyproject.toml'}: key 'tool.commgroup-lint.extend-profile.profile.extends': is not read "
+        "in `extend-profile`, whose entries are added to the profiles the run selects: name shipped profiles in "
+        "`profiles`, or give your engine its own profile file (listed in `profile-files`), where `extends` is read\n"
+    )
+    # the rest of its `[profile]` table is still read
+    write(tmp_path, {"pyproject.toml": "[tool.commgroup-lint.extend-profile.profile]\npackages = ['mypkg']\n"})
+    assert load_config(tmp_path / "pyproject.toml").extend_profile.packages == ("mypkg",)
 
 
 def test_methods_get_group_is_an_unknown_key(tmp_path: Path) -> None:
