@@ -9,6 +9,7 @@ own functions are entries of the same shape, installed over the profile's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -108,9 +109,15 @@ def binds_memory(call: b.Behaviour | None) -> bool:
     """Whether calling it returns memory bound to a group, a context that binds, or registers
     (or keeps) memory bound to a group it is given."""
     return call is not None and bool(
-        call.allocator() or call.context() or call.registers or call.binds_pools or call.keeps
-        or any(isinstance(r, b.PoolContext) for r in call.returns)
+        call.context() or call.registers or call.binds_pools or call.keeps
+        or any(isinstance(r, b.PoolContext) for r in call.returns) or _holds_memory(call.returns)
     )
+
+
+def _holds_memory(returns: Iterable[b.Returned]) -> bool:
+    """Memory among what a call returns, alone or in a tuple (`post, comb, y = mhc_pre(...)`)."""
+    return any(isinstance(r, b.Memory) or isinstance(r, b.Items) and any(map(_holds_memory, r.items))
+               for r in returns)
 
 
 def profile_entries(p: Profile) -> dict[str, b.Entry]:
@@ -163,7 +170,7 @@ class Api:
 
     profile: Profile
     entries: _Table[b.Entry] = field(init=False)
-    classes: _Table[tuple[tuple[str, ...], frozenset[str]]] = field(init=False)  # class -> (bases, methods), scanned
+    classes: _Table[tuple] = field(init=False)  # class -> `module.ClassInfo`, scanned
     misuses: _Table[tuple[str, ...]] = field(init=False)  # where a helper binds memory -> callers consuming it elsewhere
 
     def __post_init__(self) -> None:

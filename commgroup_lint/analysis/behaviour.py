@@ -119,9 +119,10 @@ class Partial:
 
 @dataclass(frozen=True)
 class Instance:
-    """An instance of a class of the scanned code."""
+    """An instance of a class of the scanned code (with what a record class holds by field)."""
 
     cls: str
+    fields: tuple[tuple[str, tuple["Returned", ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -146,9 +146,15 @@ class CallableFact:
 
 @dataclass(frozen=True)
 class ObjectFact:
-    """An instance of a class of the scanned code: its methods resolve to their summaries."""
+    """An instance of a class of the scanned code: its methods resolve to their summaries;
+    `fields` holds what a record class (no `__init__` of its own: a `NamedTuple`, a
+    dataclass) was given by keyword, read back as its attributes (`ops.fused(...)`)."""
 
     cls: str
+    fields: tuple[tuple[str, frozenset], ...] = ()
+
+    def field(self, name: str) -> frozenset | None:
+        return next((value for key, value in self.fields if key == name), None)
 
 
 @dataclass(frozen=True)

@@ -465,7 +465,8 @@ class FunctionFlow:
             elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
                 out.add(self.group_size(f))
             elif isinstance(f, ObjectFact):
-                out.add(PathFact(f"{f.cls}.{e.attr}"))
+                field = f.field(e.attr)
+                out |= field if field is not None else {PathFact(f"{f.cls}.{e.attr}")}
             else:
                 out.add(UNKNOWN)
         if UNKNOWN in out and (quantity := self.api.profile.size_attributes.get(e.attr)):
@@ -540,6 +541,8 @@ class FunctionFlow:
                     made_new = False
                 elif isinstance(f, PathFact):
                     targets.append((f"{f.path}.{method}", None, args))
+                elif isinstance(f, ObjectFact) and (field := f.field(method)) is not None:
+                    result |= self.call_value(field, c, args)  # a callable a record holds
                 elif isinstance(f, ObjectFact):
                     resolved = self.resolve_method(method, cls=f.cls)
                     targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args))
@@ -594,9 +597,10 @@ class FunctionFlow:
                 self.facts.passes_params_to.add(path)
             if self.facts.class_qualname and path.startswith(self.facts.class_qualname + "."):
                 return {UNKNOWN}
-            if self.class_info(path) is not None:  # constructing a class of the scanned code
+            info = self.class_info(path)
+            if info is not None:  # constructing a class of the scanned code
                 self.construct(path, c, args)
-                return {ObjectFact(path)}
+                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else ())}
             return {PathFact(f"{path}()")}
         arguments = _Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
@@ -635,7 +639,8 @@ class FunctionFlow:
                 return f"{klass}.{method}"
         return None
 
-    def class_info(self, cls: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    def class_info(self, cls: str) -> tuple | None:
+        """(bases, methods, attributes, fields) of a class of the scanned code (see `module.ClassInfo`)."""
         local = self.scope.local_classes or {}
         if cls in local:
             return local[cls]
@@ -733,7 +738,9 @@ class FunctionFlow:
                 return {ConstFact(when_true is not None)}
             return {CondFact(when_true, when_false)}
         if isinstance(item, b.Instance):
-            return {ObjectFact(item.cls)}
+            fields = tuple((name, frozenset(self.instantiate_all(value, path, c, arguments, sub)))
+                           for name, value in item.fields)
+            return {ObjectFact(item.cls, tuple((name, value) for name, value in fields if value))}
         if isinstance(item, b.Constant):
             return {ConstFact(item.value)}
         if isinstance(item, b.Partial):
@@ -1179,6 +1186,19 @@ def _forget(value: Value, names: set[str]) -> Value:
 @lru_cache(maxsize=4096)
 def _constant(value: object) -> Value:
     return frozenset({ConstFact(value)})
+
+
+def _record_fields(c: ir.Call, args: list[Value], names: tuple[str, ...]) -> tuple[tuple[str, Value], ...]:
+    """What a record is given, by field (positional arguments in the order its fields are
+    declared), where it holds something the analysis follows (not unknowns)."""
+    given: list[tuple[str, Value]] = []
+    for position, (a, value) in enumerate(zip(c.args, args)):
+        if a.star:
+            break
+        name = a.keyword or (names[position] if position < len(names) else None)
+        if name is not None and value - UNKNOWN_VALUE:
+            given.append((name, value))
+    return tuple(given)
 
 
 def _merged(a: Allocation, b_: Allocation) -> Allocation:

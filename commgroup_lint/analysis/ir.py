@@ -261,6 +261,7 @@ class ClassDef:
     body: tuple["Stmt", ...]
     span: Span = NO_SPAN
     bases: tuple[Expr, ...] = ()
+    fields: tuple[str, ...] = ()  # names annotated in the class body, in order (a record's fields)
 
 
 @dataclass(frozen=True, eq=False, slots=True)

@@ -142,7 +142,8 @@ class _AstLowerer:
             return self.function(node, span)
         if isinstance(node, ast.ClassDef):
             bases = tuple(self.expr(base) for base in node.bases)
-            return ir.ClassDef(node.name, self.body(node.body), span, bases)
+            fields = tuple(s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+            return ir.ClassDef(node.name, self.body(node.body), span, bases, fields)
         if isinstance(node, ast.Import):
             # `import a.b` binds `a` (to module `a`); `import a.b as x` binds `x` to `a.b`
             names = tuple(ir.plain_import(a.name, a.asname) for a in node.names)

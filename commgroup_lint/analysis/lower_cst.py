@@ -154,7 +154,9 @@ class _CstLowerer:
             return self.function(node)
         if isinstance(node, cst.ClassDef):
             bases = tuple(self.expr(arg.value) for arg in node.bases)
-            return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name), bases)
+            fields = tuple(small.target.value for line in node.body.body if isinstance(line, cst.SimpleStatementLine)
+                           for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
+            return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name), bases, fields)
         if isinstance(node, cst.Match):
             return ir.match_as_ifs(self.expr(node.subject), [self.body(case.body) for case in node.cases], span)
         return ir.OtherStmt((), span)

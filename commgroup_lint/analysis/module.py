@@ -22,9 +22,10 @@ from commgroup_lint.analysis.facts import (
 from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
 from commgroup_lint.analysis.names import ImportTable
 
-ClassInfo = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Value], ...]]
+ClassInfo = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Value], ...], tuple[str, ...]]
 """(qualified bases, names of the methods it defines, what its methods store on `self` that a
-subclass in another module reads: see `class_attributes`)."""
+subclass in another module reads: see `class_attributes`, the names annotated in its body in
+order: a record's fields)."""
 _SHARED_SCOPES = (QUANTITY, GLOBAL, SELF)
 
 
@@ -47,7 +48,7 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
             qualname = f"{prefix}.{cls.name}"
             bases = tuple(q for base in cls.bases if (q := imports.qualify(base)))
             methods = frozenset(fn.name for fn in _definitions(cls.body, ir.FunctionDef))
-            found[qualname] = (bases, methods, ())
+            found[qualname] = (bases, methods, (), cls.fields)
             visit(cls.body, qualname)
 
     visit(module.body, imports.module)

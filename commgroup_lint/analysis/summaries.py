@@ -146,7 +146,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
                 return b.Flag(when_true, when_false)
             return None
         if isinstance(f, ObjectFact):
-            return b.Instance(f.cls)
+            fields = tuple((name, tuple(r for g in value if (r := returned(g)) is not None)) for name, value in f.fields)
+            return b.Instance(f.cls, tuple((name, value) for name, value in fields if value))
         if isinstance(f, ConstFact):
             return b.Constant(f.value) if in_tuple else None
         if isinstance(f, TupleFact):
@@ -357,7 +358,7 @@ class SummaryIndex:
             wanted |= frontier
         # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
         # methods a subclass inherits, are read from them
-        bases = {base for d in self.modules for _, (names, _, _) in self.analyses[d].classes for base in names}
+        bases = {base for d in self.modules for _, (names, *_) in self.analyses[d].classes for base in names}
         return wanted | {base for base in bases if self.api.classes.get(base) is None}
 
     def current(self, display: str) -> ModuleAnalysis | None:
@@ -381,8 +382,8 @@ class SummaryIndex:
                 for f in facts
             )
         attributes = class_attributes(facts)
-        classes = tuple((name, (bases, methods, attributes.get(name, ())))
-                        for name, (bases, methods, _) in module_classes(m.module, m.imports).items())
+        classes = tuple((name, (bases, methods, attributes.get(name, ()), fields))
+                        for name, (bases, methods, _, fields) in module_classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
         return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api), m.imports.module, imported)
 
