@@ -304,3 +304,20 @@ def test_methods_get_group_is_an_unknown_key(tmp_path: Path) -> None:
         load_config(path)
     assert str(err.value) == (f"{path}: key 'extend-profile.methods.get_group': unknown key "
                               "(expected one of: allocator, collective, register_pool, same_group, size)")
+
+
+def test_usage_documents_every_key_and_the_options_that_override_them() -> None:
+    """docs/usage.md's "Configuration" names every key the loader reads, and its table every option
+    that overrides one; it links the profile reference."""
+    import re
+
+    from commgroup_lint.config import _KEYS
+
+    usage = (Path(__file__).resolve().parent.parent / "docs" / "usage.md").read_text(encoding="utf-8")
+    section = usage[usage.index("## Configuration"):usage.index("## Suppressing a finding")]
+    for key in _KEYS:
+        assert re.search(rf"(^|\n){re.escape(key)} = |`{re.escape(key)}`", section), key
+    options = re.findall(r"^\| `(--[a-z-]+)", section, re.M)
+    assert options == ["--select", "--extend-select", "--ignore", "--exclude", "--extend-exclude", "--force-exclude",
+                       "--respect-gitignore", "--profile", "--min-confidence", "--config"]
+    assert "[docs/profiles.md](profiles.md)" in section
