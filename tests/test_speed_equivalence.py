@@ -47,3 +47,12 @@ def test_libcst_front_end_finds_the_same(corpus: Path, gate: bool) -> None:
 
 def test_fixtures_with_the_libcst_front_end() -> None:
     assert check([FIXTURES], frontend="cst") == check([FIXTURES])
+
+
+ONE_FILE = sorted([*(FIXTURES / "static").glob("*.py"), *(FIXTURES / "fix").glob("*.in.py")])
+
+
+@pytest.mark.parametrize("path", ONE_FILE, ids=lambda p: p.name)
+def test_each_fixture_file_alone_with_the_libcst_front_end(path: Path) -> None:
+    """File by file too: a file's own imports and edits, not hidden by a neighbour's."""
+    assert check([path], frontend="cst") == check([path])

@@ -119,9 +119,9 @@ class _CstLowerer:
             )
             return ir.Import(names, span, node)
         if isinstance(node, cst.ImportFrom):
-            if isinstance(node.names, cst.ImportStar):
-                return ir.OtherStmt((), span)
             module = dotted_name(node.module) if node.module else ""
+            if isinstance(node.names, cst.ImportStar):  # as the ast front end writes it
+                return ir.Import((ir.ImportName(module, "*", "*", len(node.relative)),), span, node)
             names = tuple(
                 ir.ImportName(module, dotted_name(a.name), dotted_name(a.asname.name) if a.asname else dotted_name(a.name), len(node.relative))
                 for a in node.names
