@@ -148,9 +148,85 @@ class _nothing:
         return None
 
 
+#: A stand-in engine for :func:`in_process`, shaped like the smoke model on CUDA: a profile
+#: context (``use_symmetric_memory(group)``) whose context manager enters a pool context
+#: (``use_pool(pool)``, for ``torch.cuda.use_mem_pool``) inside, so two wrapped contexts nest;
+#: a group wrapper whose collective method (checked) runs a torch collective (checked again,
+#: skipped by depth).
+_ENGINE = '''\
+import contextlib
+
+import torch.distributed as dist
+
+POOL = type("Pool", (), {})()
+
+
+@contextlib.contextmanager
+def use_pool(pool):
+    yield
+
+
+class SymmetricMemory:
+    def __init__(self, group):
+        self.group = group
+
+    def __enter__(self):
+        self._use = use_pool(POOL)
+        self._use.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._use.__exit__(*exc)
+        return False
+
+
+def use_symmetric_memory(group, disabled=False):
+    return SymmetricMemory(group)
+
+
+class Coordinator:
+    def __init__(self, pg):
+        self.device_group = pg
+        self.unique_name = "tp"
+
+    def all_reduce(self, x):
+        dist.all_reduce(x, group=self.device_group)
+        return x
+'''
+
+_ENGINE_CONFIG = '''\
+[extend-profile.contexts."cglbench.use_symmetric_memory"]
+param = "group"
+index = 0
+disabled = "disabled"
+
+[extend-profile.pool_contexts."cglbench.use_pool"]
+param = "pool"
+index = 0
+
+[extend-profile.runtime]
+helper_modules = ["cglbench"]
+
+[extend-profile.runtime.group_classes."cglbench.Coordinator"]
+group_attr = "device_group"
+'''
+
+
+def _stand_in_engine() -> str:
+    """Write the stand-in engine and its configuration to a new directory; its path."""
+    root = tempfile.mkdtemp()
+    with open(os.path.join(root, "cglbench.py"), "w") as f:
+        f.write(_ENGINE)
+    with open(os.path.join(root, "commgroup-lint.toml"), "w") as f:
+        f.write(_ENGINE_CONFIG)
+    return root
+
+
 def in_process(rounds: int = 9) -> None:
     """One process on torch's fake process group (collectives return at once, no backend
-    noise): the shim's CPU cost per call."""
+    noise): the shim's CPU cost per call, and per event of the smoke step's path on CUDA (a
+    profile context entering a pool context, an allocation inside both, a collective through
+    a group wrapper's method) on a stand-in engine."""
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
@@ -158,8 +234,13 @@ def in_process(rounds: int = 9) -> None:
 
     from commgroup_lint import runtime
 
+    os.chdir(_stand_in_engine())  # the shim reads the stand-in's configuration
+    sys.path.insert(0, os.getcwd())
+    import cglbench
+
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     g = dist.new_group([0, 1])
+    coordinator = cglbench.Coordinator(g)
     with runtime.simulated_symmetric_memory(g):
         buf = torch.ones(1024)
     out, x = torch.ones(2048), torch.ones(16)
@@ -168,11 +249,22 @@ def in_process(rounds: int = 9) -> None:
         with runtime.simulated_symmetric_memory(g, register=False):
             return torch.empty(256)
 
+    def context() -> None:
+        with cglbench.use_symmetric_memory(coordinator):
+            pass
+
+    def context_alloc() -> torch.Tensor:
+        with cglbench.use_symmetric_memory(coordinator):
+            return torch.empty(256)
+
     cases = [
         ("all_reduce, bound buffer", lambda: dist.all_reduce(buf, group=g), 5000),
         ("all_gather_into_tensor, bound", lambda: dist.all_gather_into_tensor(out, buf, group=g), 5000),
+        ("group wrapper's all_reduce, bound", lambda: coordinator.all_reduce(buf), 5000),
         ("functional all_reduce (kernel)", lambda: funcol.wait_tensor(funcol.all_reduce(buf, "sum", g)), 5000),
-        ("allocation in a bound context", alloc, 5000),
+        ("allocation in simulated_symmetric_memory", alloc, 5000),
+        ("profile context over a pool context, empty", context, 5000),
+        ("the same, one allocation inside", context_alloc, 5000),
         ("torch.add (not a collective)", lambda: torch.add(x, x), 20000),
     ]
     print(f"in-process, torch={torch.__version__}, fake process group, median of {rounds} paired rounds:")
