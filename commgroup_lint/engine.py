@@ -93,7 +93,7 @@ class Linter:
         """Summarise the scanned code's own helpers before any file is checked."""
         digests = digests or {}
         self._build_index([ModuleSource(s.path, s.display, s.text, digests.get(s.display, b"")) for s in sources],
-                          mentions or Mentions({s.display: s.text for s in sources}), memo)
+                          mentions or Mentions({s.display: s.text for s in sources}, anchors=self.api.word_anchors), memo)
 
     def _build_index(self, modules: list[ModuleSource], mentions: "Mentions",
                      memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None) -> None:
@@ -178,7 +178,8 @@ class Linter:
             checked.append(file)
         by_display = {f.display: f for f in checked}
         mentions = Mentions(_Texts(by_display),
-                            {f.display: (f.record.checked, f.record.found) for f in checked if f.record is not None})
+                            {f.display: (f.record.checked, f.record.found) for f in checked if f.record is not None},
+                            self.api.word_anchors)
 
         def memo(source: ModuleSource) -> tuple[ModuleAnalysis, ...]:
             record = by_display[source.display].record
@@ -309,14 +310,17 @@ class Mentions:
     All the texts are joined (in chunks) and each word is found with one substring search,
     which is far cheaper than a regular expression per file; a hit is confirmed as a whole
     word (`\\bword\\b`) in the file it falls in. What an unchanged file was found to name in
-    the last run (`known`, from the cache) is not searched again.
+    the last run (`known`, from the cache) is not searched again. A word with `anchors` counts
+    only in a file that names one of them too (`rendezvous` beside `_symmetric_memory`).
     """
 
     CHUNK = 8 << 20  # characters joined at a time (bounds the extra memory)
 
     def __init__(self, texts: dict[str, str],
-                 known: dict[str, tuple[frozenset[str], frozenset[str]]] | None = None) -> None:
+                 known: dict[str, tuple[frozenset[str], frozenset[str]]] | None = None,
+                 anchors: dict[str, frozenset[str]] | None = None) -> None:
         self.texts = texts
+        self.anchors = anchors or {}
         known = known or {}
         self.checked: dict[str, set[str]] = {d: set(known[d][0]) if d in known else set() for d in texts}
         self.found: dict[str, set[str]] = {d: set(known[d][1]) if d in known else set() for d in texts}
@@ -327,15 +331,20 @@ class Mentions:
         not searched for it yet, at once: each word costs one pass over the text."""
         words = set(words)
         displays = list(displays)
-        if any(not words <= self.checked[d] for d in displays):
+        wanted = words.union(*(self.anchors.get(w, ()) for w in words))
+        if any(not wanted <= self.checked[d] for d in displays):
             todo: dict[frozenset[str], list[str]] = {}
             for d, checked in self.checked.items():
-                missing = words - checked
+                missing = wanted - checked
                 if missing:
                     todo.setdefault(frozenset(missing), []).append(d)
             # one pass for all: a word searched again in a file gives the same answer
             self._scan([d for group in todo.values() for d in group], frozenset().union(*todo))
-        return {d for d in displays if not self.found[d].isdisjoint(words)}
+        return {d for d in displays if self._names(self.found[d], words)}
+
+    def _names(self, found: set[str], words: set[str]) -> bool:
+        anchors = self.anchors
+        return any(w not in anchors or not found.isdisjoint(anchors[w]) for w in found.intersection(words))
 
     def known(self, display: str) -> tuple[frozenset[str], frozenset[str]]:
         checked = frozenset(self.checked[display])

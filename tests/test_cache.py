@@ -39,6 +39,42 @@ def test_warm_equals_cold_and_analyses_nothing(corpus: Path, tmp_path: Path, mon
     assert calls == []  # everything came from the cache
 
 
+STORED = (
+    "from typing import NamedTuple\n"
+    "\n"
+    "import torch\n"
+    "from sglang.srt.distributed import get_tp_group\n"
+    "from sglang.srt.layers.dp_attention import attn_tp_all_reduce, get_local_dp_buffer\n"
+    "\n"
+    "\n"
+    "class Buffers(NamedTuple):\n"
+    "    out: torch.Tensor\n"
+    "\n"
+    "\n"
+    "class Layer:\n"
+    "    def __init__(self):\n"
+    "        self.buffers = Buffers(out=get_local_dp_buffer(get_tp_group()))\n"
+    "\n"
+    "    def forward(self):\n"
+    "        attn_tp_all_reduce(self.buffers.out)\n"
+)
+
+
+def test_a_warm_run_reads_back_what_a_class_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a class stores (here a record holding a buffer) holds calls of the IR: the cache
+    keeps them without the parser's nodes, which it would refuse to read back (silently no
+    cache: every run cold)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "layer.py").write_text(STORED, encoding="utf-8")
+    first = check([tmp_path / "src"], cache_dir=tmp_path / "c")
+    assert [(f[0], f[2].line) for f in first[0]] == [("CGL002", 14)]
+    calls = []
+    real = summaries.SummaryIndex.analyse
+    monkeypatch.setattr(summaries.SummaryIndex, "analyse", lambda self, d: calls.append(d) or real(self, d))
+    assert check([tmp_path / "src"], cache_dir=tmp_path / "c") == first
+    assert calls == []
+
+
 @pytest.mark.parametrize("gate", [True, False])
 def test_fixtures_cold_and_warm(tmp_path: Path, gate: bool) -> None:
     expected = check([FIXTURES], gate=gate)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from speedkit import FIXTURES, ROOT, check, generate
+from commgroup_lint.discovery import discover
+from speedkit import FIXTURES, ROOT, check, generate, linter
 
 TREES = [ROOT / "examples", FIXTURES, *sorted(p for p in FIXTURES.glob("*/*") if p.is_dir())]
 
@@ -56,3 +57,24 @@ ONE_FILE = sorted([*(FIXTURES / "static").glob("*.py"), *(FIXTURES / "fix").glob
 def test_each_fixture_file_alone_with_the_libcst_front_end(path: Path) -> None:
     """File by file too: a file's own imports and edits, not hidden by a neighbour's."""
     assert check([path], frontend="cst") == check([path])
+
+
+STORE_RENDEZVOUS = 'from torch.distributed import rendezvous\n\nstore = next(rendezvous("env://"))\n'
+SYMMETRIC_RENDEZVOUS = (
+    "import torch.distributed._symmetric_memory as symm_mem\n"
+    "\n"
+    "\n"
+    "def make(group):\n"
+    "    t = symm_mem.empty(16)\n"
+    "    symm_mem.rendezvous(t, group)\n"
+    "    return t\n"
+)
+
+
+def test_a_word_another_api_shares_counts_only_beside_its_module(tmp_path: Path) -> None:
+    """The store's `rendezvous` is not symmetric memory's: a file naming it without naming
+    `_symmetric_memory` is not one that uses a group-bound API (the gate skips it)."""
+    (tmp_path / "store.py").write_text(STORE_RENDEZVOUS, encoding="utf-8")
+    (tmp_path / "symm.py").write_text(SYMMETRIC_RENDEZVOUS, encoding="utf-8")
+    assert linter().lint(discover([str(tmp_path / "store.py")])).files_using_api == 0
+    assert linter().lint(discover([str(tmp_path / "symm.py")])).files_using_api == 1

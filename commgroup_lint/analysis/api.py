@@ -197,7 +197,9 @@ class Api:
                            | frozenset(info.size for info in p.groups.values() if info.size))
         self.namespaces = frozenset(package.partition(".")[0] for package in p.packages)  # see `module_name_for`
         self._profile_words = self._binding_words()
-        self.helper_words: set[str] = set()  # module-level helpers of the scanned code that bind memory
+        self._anchored = self._anchors()
+        self.word_anchors: dict[str, frozenset[str]] = dict(self._anchored)  # kept in place: the gate holds it
+        self._helper_words: set[str] = set()
 
     def entry(self, name: str) -> b.Entry | None:
         return self.entries.get(name)
@@ -235,11 +237,36 @@ class Api:
         """The relation under which groups `a` and `b_` are one group object, if any."""
         return self._aliases.get((a, b_)) or self._aliases.get((b_, a))
 
+    @property
+    def helper_words(self) -> set[str]:
+        """The module-level helpers of the scanned code that bind memory (set by the index)."""
+        return self._helper_words
+
+    @helper_words.setter
+    def helper_words(self, words: set[str]) -> None:
+        self._helper_words = words
+        self.word_anchors.clear()  # a helper of that name is named by its own name alone
+        self.word_anchors.update((w, a) for w, a in self._anchored.items() if w not in words)
+
     def allocation_words(self) -> set[str]:
         """The final names of every call that binds memory: the profile's, and the scanned code's
         helpers callable by name (`helper_words`, from the index). Only a file naming one can
         hold a finding (the gate)."""
         return self._profile_words | self.helper_words
+
+    def _anchors(self) -> dict[str, frozenset[str]]:
+        """For a binding call whose final name another API shares (the profile's `unrelated`:
+        the store's `rendezvous` is not symmetric memory's), the names of its module a file must
+        also name to count as naming it: the gate then skips every file that says `rendezvous`
+        about something else."""
+        shared = {name.rpartition(".")[2] for name in self.profile.unrelated}
+        anchors: dict[str, set[str]] = {}
+        for name in self.entries.names():
+            word = name.partition("(")[0].rpartition(".")[2]
+            module = name.partition("(")[0].rpartition(".")[0]
+            if word in shared and module and binds_memory((entry := self.entries.get(name)) and entry.call):
+                anchors.setdefault(word, set()).add(module.rpartition(".")[2])
+        return {word: frozenset(found) for word, found in anchors.items()}
 
     def _binding_words(self) -> set[str]:
         words = set()

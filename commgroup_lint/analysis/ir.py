@@ -55,6 +55,10 @@ class Call:
     span: Span = NO_SPAN
     source: Any = field(default=None, compare=False, repr=False)
 
+    def __reduce__(self) -> tuple:
+        """Pickled without its front end's node (a cache holds only the IR; see `cache.py`)."""
+        return Call, (self.func, self.args, self.span)
+
     def find_argument(self, keyword: str, index: int | None) -> int | None:
         """Which of `args` passes the parameter called `keyword` at position `index`; None when
         no argument does or none can be told (positions after a `*args` are unknown)."""
@@ -287,6 +291,9 @@ class Import:
     names: tuple[ImportName, ...]
     span: Span = NO_SPAN
     source: Any = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple:
+        return Import, (self.names, self.span)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
