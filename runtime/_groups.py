@@ -14,24 +14,49 @@ _ProcessGroup = dist.ProcessGroup
 _LABELS: dict[Any, str] = {}
 #: Attributes under which group wrappers hold their ProcessGroup, tried in order.
 _WRAPPED = ("device_group", "process_group", "pg")
+#: Wrapper type -> the attribute of ``_WRAPPED`` that held its group (``as_process_group``'s fast path).
+_HOLDER: dict[type, str] = {}
+_ABSENT = object()
 
 
 def as_process_group(group: Any) -> Any:
     """The ProcessGroup behind ``group``: a ProcessGroup, a wrapper holding one, a group name
-    (what functional and symmetric-memory ops take), or None for the default group."""
-    if isinstance(group, _ProcessGroup):  # the hot case, first (WORLD is one too)
+    (what functional and symmetric-memory ops take), or None for the default group.
+
+    Called at every binding context's entry: a ProcessGroup, and a wrapper of a type seen
+    before whose group has its label, are answered without a further Python call (an
+    ``isinstance`` on ``ProcessGroup`` runs its metaclass's ``__instancecheck__`` in Python,
+    and so does ``dist.group.WORLD``)."""
+    if type(group) is _ProcessGroup:
+        return group
+    attr = _HOLDER.get(type(group))
+    if attr is not None:
+        pg = getattr(group, attr, None)
+        if type(pg) is _ProcessGroup and pg in _LABELS:
+            return pg
+    return _resolve(group)
+
+
+def _resolve(group: Any) -> Any:
+    """:func:`as_process_group` the long way; a wrapper's type is remembered with the attribute
+    that held its group, and the group labelled with the wrapper's name."""
+    if isinstance(group, _ProcessGroup):  # a subclass (WORLD is one too)
         return group
     if group is None or group is dist.group.WORLD:
         return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
     if isinstance(group, str):
         return dist.distributed_c10d._resolve_process_group(group)
+    held = False  # an earlier attribute exists (None here): not a type's reliable holder
     for attr in _WRAPPED:
-        pg = getattr(group, attr, None)
+        pg = getattr(group, attr, _ABSENT)
         if isinstance(pg, _ProcessGroup):
+            if not held:
+                _HOLDER[type(group)] = attr
             label = getattr(group, "unique_name", None) or getattr(group, "group_name", None)
             if isinstance(label, str) and label and pg not in _LABELS:
                 _LABELS[pg] = label
             return pg
+        held = held or pg is not _ABSENT
     return group
 
 

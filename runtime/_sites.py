@@ -56,15 +56,19 @@ class SiteFinder:
     """Walks the stack from the caller, stopping at the first user frame.
 
     The skip verdict is memoised per code object (and per module name), and the
-    :class:`Site` per (code, line), so a walk on a warm path is a few dict lookups per frame
-    and allocates nothing.
+    :class:`Site` per instruction, so a walk on a warm path is a few dict lookups per frame
+    and allocates nothing. Both are keyed by ``id(code)`` (a code object's hash reads its
+    whole body, at every lookup), the code objects held so that no id is reused; and by the
+    instruction (``f_lasti``), not the line, which a frame computes by scanning its code's
+    line table: the line is read once per call site.
     """
 
     def __init__(self, helper_modules=()):
         self.prefixes = tuple(_ALWAYS_SKIPPED) + tuple(helper_modules)
         self._module_cache: dict[str, bool] = {}
-        self._code_cache: dict = {}  # code object -> skipped?
-        self._sites: dict = {}  # (code, line) -> Site
+        self._code_cache: dict[int, bool] = {}  # id(code) -> skipped?
+        self._sites: dict[tuple[int, int], Site] = {}  # (id(code), f_lasti) -> Site
+        self._held: dict[int, object] = {}  # id(code) -> code, for the keys above
         self._version = _HELPER_VERSION[0]
 
     def _module_skipped(self, name: str, f_globals: dict) -> bool:
@@ -87,17 +91,22 @@ class SiteFinder:
             or (torch_dir is not None and code.co_filename.startswith(torch_dir))
             or self._module_skipped(frame.f_globals.get("__name__", ""), frame.f_globals)
         )
-        self._code_cache[code] = skipped
+        self._held[id(code)] = code
+        self._code_cache[id(code)] = skipped
         return skipped
 
-    def _site(self, code, line) -> Site:
-        key = (code, line)
+    def _site(self, frame) -> Site:
+        code = frame.f_code
+        self._held[id(code)] = code
+        key = (id(code), frame.f_lasti)
         site = self._sites.get(key)
         if site is None:
-            site = self._sites[key] = Site(code.co_filename, line, code.co_name)
+            site = self._sites[key] = Site(code.co_filename, frame.f_lineno, code.co_name)
         return site
 
     def find(self, start_depth: int = 1) -> Site:
+        """The site of the first user frame from ``start_depth`` frames up (1: the caller); on
+        a warm path one Python call, the walk a dict lookup per frame."""
         frame = sys._getframe(start_depth)
         cache = self._code_cache
         if self._version != _HELPER_VERSION[0]:
@@ -106,13 +115,14 @@ class SiteFinder:
         last = None
         while frame is not None:
             code = frame.f_code
-            skipped = cache.get(code)
+            skipped = cache.get(id(code))
             if skipped is None:
                 skipped = self._skipped(code, frame)
             if not skipped:
-                return self._site(code, frame.f_lineno)
+                site = self._sites.get((id(code), frame.f_lasti))  # _site, inline
+                return site if site is not None else self._site(frame)
             last = frame
             frame = frame.f_back
         if last is not None:  # everything was a helper: report the outermost frame
-            return self._site(last.f_code, last.f_lineno)
+            return self._site(last)
         return Site("<unknown>", 0)
