@@ -8,16 +8,17 @@ table with its group and the user's allocation line. Outside them no torch call 
 
 from __future__ import annotations
 
+import bisect
 import threading
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._groups import as_process_group
+from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
 from ._state import Active
-from ._table import POOLS, TABLE, _device_key
+from ._table import POOLS, TABLE
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -42,14 +43,6 @@ def tensor_args(args: tuple, kwargs: dict | None) -> list[Any]:
             elif isinstance(a, _SEQUENCES):
                 out.extend([b for b in a if isinstance(b, _Tensor)])
     return out
-
-
-def _direct_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
-    """The tensors passed directly (views are made of those; lists of tensors make new memory)."""
-    found = [a for a in args if isinstance(a, _Tensor)]
-    if kwargs:
-        found.extend(v for v in kwargs.values() if isinstance(v, _Tensor))
-    return found
 
 
 def finder() -> SiteFinder:
@@ -100,41 +93,41 @@ class SimulatedSymmetricPool:
 DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 
 
-class _Frame:
-    """One binding context's part: what is allocated in its body is bound to ``group``. With
-    ``pool`` it is also registered as that pool's scheme says; without, registration is left
-    to the real hooks (a NCCL mem pool, torch symmetric memory). Memory bound to several
-    groups at once (one pool registered with each), or drawn from a memory pool (registered
-    with the pool's groups, now or later), has no single allocation group: it is recorded as
-    registered with them (``registered``), and takes the group of an enclosing context that
-    names one (a context over a pool and a group that enters ``use_mem_pool(pool)`` inside)."""
+#: A binding context's part, as a tuple ``(group, pool, registered)`` (a tuple costs no Python
+#: call to make: one is made at each context's entry). What is allocated in its body is bound
+#: to ``group``. With ``pool`` (a :class:`SimulatedSymmetricPool`) it is also registered as that
+#: pool's scheme says; without, registration is left to the real hooks (a NCCL mem pool, torch
+#: symmetric memory). Memory bound to several groups at once (one pool registered with each),
+#: or drawn from a memory pool (registered with the pool's groups, now or later), has no single
+#: allocation group: it is recorded as registered with them (``registered``), and takes the
+#: group of an enclosing context that names one (a context over a pool and a group that enters
+#: ``use_mem_pool(pool)`` inside).
+Frame = tuple
+_NOWHERE: frozenset = frozenset()
 
-    __slots__ = ("group", "pool", "registered")
 
-    def __init__(self, group: Any, pool: SimulatedSymmetricPool | None,
-                 registered: frozenset | set = frozenset()) -> None:
-        self.group = group
-        self.pool = pool
-        self.registered = registered
-
-    def bind(self, storage: Any, ptr: int, nbytes: int, dev: Any) -> Any:
-        site = finder().find()
-        if self.pool is not None:
-            block, registered = self.pool._acquire(nbytes, self.group)
-            return TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, registered,
-                                      self.pool if block else None, block)
-        return TABLE.bind_storage(storage, ptr, nbytes, dev, self.group, site, self.registered)
+def _bind(frame: Frame, storage: Any, ptr: int, nbytes: int, dev: int) -> Any:
+    """Record fresh memory as ``frame`` binds it, at the user's line (the caller of the torch
+    function, or of the helpers above it)."""
+    group, pool, registered = frame
+    shim = Active.shim
+    site = (shim.finder if shim is not None else _PLAIN_FINDER).find(4)  # the caller of __torch_function__
+    if pool is not None:
+        block, registered = pool._acquire(nbytes, group)
+        return TABLE.bind_storage(storage, ptr, nbytes, dev, group, site, registered, pool if block else None, block)
+    return TABLE.bind_storage(storage, ptr, nbytes, dev, group, site, registered)
 
 
 class _BindMode(TorchFunctionMode):
     """Records fresh storages created while any binding context is open on this thread. One
     mode per thread however deeply contexts nest (each nesting would otherwise add a mode
     and a dispatch to every torch call in the body): the contexts are its frames. The first
-    frame opened binds the memory; the later ones give it their group if it has none."""
+    frame opened binds the memory; the later ones give it their group if it has none. The
+    mode is made once per thread and pushed on torch's stack while it has frames."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.frames: list[_Frame] = []
+        self.frames: list[Frame] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -147,27 +140,33 @@ class _BindMode(TorchFunctionMode):
         else:
             return out
         with _no_torch_function():
-            inputs = None
             for t in outs:
-                if t.is_meta:
-                    continue
-                storage = t.untyped_storage()
-                nbytes = storage.nbytes()
-                if not nbytes:
-                    continue
-                ptr = storage.data_ptr()
-                if inputs is None:  # a view of an argument (`x.view(...)`, `x[1:]`) is not fresh memory
-                    inputs = {x.untyped_storage().data_ptr() for x in _direct_tensors(args, kwargs)}
-                if ptr in inputs:
-                    continue
-                dev = _device_key(t)
-                rec = TABLE.record_at(dev, ptr)
-                for frame in self.frames:
-                    if rec is None:
-                        rec = frame.bind(storage, ptr, nbytes, dev)
-                    elif rec.alloc_group is None and frame.group is not None:  # bound inside without a group
-                        rec.alloc_group = frame.group
+                if not t.is_meta:
+                    self._record(t, args, kwargs)
         return out
+
+    def _record(self, t: Any, args: tuple, kwargs: dict | None) -> None:
+        """Bind ``t``'s storage if it is fresh: not empty, and not that of a tensor passed
+        directly (``x.view(...)``, ``x[1:]``; tensors in a list argument do not count:
+        ``torch.cat`` of them makes new memory). Written flat: every allocation in a binding
+        context comes here."""
+        storage = t.untyped_storage()
+        nbytes = storage.nbytes()
+        if not nbytes:
+            return
+        ptr = storage.data_ptr()
+        for a in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(a, _Tensor) and a.untyped_storage().data_ptr() == ptr:
+                return
+        dev = t.get_device()  # _table._device_key
+        table = TABLE.buffers.get(dev)  # TABLE.record_at, written out
+        i = bisect.bisect_right(table.starts, ptr) - 1 if table is not None else -1
+        rec = table.items[i] if i >= 0 and ptr < table.ends[i] else None
+        for frame in self.frames:
+            if rec is None:
+                rec = _bind(frame, storage, ptr, nbytes, dev)
+            elif rec.alloc_group is None and frame[0] is not None:  # bound inside without a group
+                rec.alloc_group = frame[0]
 
 
 class _Modes(threading.local):
@@ -175,39 +174,55 @@ class _Modes(threading.local):
 
 
 _MODES = _Modes()
+_push_mode = torch._C._push_on_torch_function_stack  # TorchFunctionMode.__enter__/__exit__, without
+_pop_mode = torch._C._pop_torch_function_stack  # their two Python calls each
 
 
-def _start(frame: _Frame) -> _Frame:
+def _frames() -> list[Frame]:
+    """This thread's frames: its mode's, the mode pushed on torch's stack while it has any."""
     mode = _MODES.mode
     if mode is None:
         mode = _MODES.mode = _BindMode()
-        mode.__enter__()
-    mode.frames.append(frame)
-    return frame
+    if not mode.frames:
+        _push_mode(mode)
+    return mode.frames
 
 
-def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> _Frame:
+def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> Frame:
     """Begin binding what is allocated to ``group`` (or to each group of a list of them); end
     it with :func:`end_binding`."""
     if isinstance(group, _SEQUENCES):
-        return _start(_Frame(None, None, frozenset(as_process_group(g) for g in group)))
-    return _start(_Frame(as_process_group(group), pool))
+        frame = (None, None, frozenset(as_process_group(g) for g in group))
+    else:
+        frame = (group if type(group) is _ProcessGroup else as_process_group(group), pool, _NOWHERE)
+    mode = _MODES.mode  # _frames(), written out here and below: every context's entry comes here
+    frames = mode.frames if mode is not None and mode.frames else _frames()
+    frames.append(frame)
+    return frame
 
 
-def start_pool_binding(pool: Any) -> _Frame:
+def start_pool_binding(pool: Any) -> Frame:
     """Begin binding what is allocated to the groups ``pool`` is bound to, now or later (the
     body of ``use_mem_pool(pool)``); end it with :func:`end_binding`."""
-    return _start(_Frame(None, None, POOLS.of(pool)))
-
-
-def end_binding(frame: _Frame) -> None:
+    frame = (None, None, POOLS.of(pool))
     mode = _MODES.mode
-    if mode is None or frame not in mode.frames:  # ended already, or begun on another thread
+    frames = mode.frames if mode is not None and mode.frames else _frames()
+    frames.append(frame)
+    return frame
+
+
+def end_binding(frame: Frame) -> None:
+    """End the binding ``frame`` began (the last one, usually). Frames are told apart by
+    identity: two frames of the same group are equal tuples."""
+    frames = _MODES.mode.frames if _MODES.mode is not None else ()
+    i = len(frames) - 1
+    while i >= 0 and frames[i] is not frame:
+        i -= 1
+    if i < 0:  # ended already, or begun on another thread
         return
-    mode.frames.remove(frame)
-    if not mode.frames:
-        _MODES.mode = None
-        mode.__exit__(None, None, None)
+    del frames[i]
+    if not frames:
+        _pop_mode()
 
 
 def bind_result(out: Any, group: Any) -> None:
@@ -239,7 +254,7 @@ class simulated_symmetric_memory:
         self.group = None if disabled else group
         self.disabled = disabled
         self.pool = (pool or DEFAULT_POOL) if register else None
-        self._frame: _Frame | None = None
+        self._frame: Frame | None = None
 
     def __enter__(self) -> simulated_symmetric_memory:
         if not self.disabled:

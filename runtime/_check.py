@@ -15,7 +15,7 @@ from ._state import TLS, Active
 from ._table import TABLE
 
 def checked(func: Callable[..., Any], name: str, position: int | None = None, keyword: str = "group",
-            group_attr: str | None = None) -> Callable[..., Any]:
+            group_attr: str | None = None, traced: bool = False) -> Callable[..., Any]:
     """``func``, a collective, with the shim's check in front: every hook ends here.
 
     The group is the argument ``keyword`` (or at ``position``); for a method of a group
@@ -23,11 +23,13 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
     is the shim's hot path, kept flat: the passing case (no argument bound, or every bound
     one allocated under and registered with this very group) is decided inline and builds
     nothing; anything else goes to :meth:`Shim.verdicts`. What ``func`` runs is not checked
-    again (the thread's depth of checked collectives)."""
+    again (the thread's depth of checked collectives). With ``traced``, ``func`` itself runs
+    while torch.compile traces the call (a group class's method: the compiler does not know
+    the wrapper, unlike torch's collectives)."""
 
     def collective(*args: Any, **kwargs: Any) -> Any:
         shim = Active.shim
-        if shim is None or TLS.depth:
+        if shim is None or TLS.depth or traced and shim.compiling():
             return func(*args, **kwargs)
         if group_attr is not None:
             g = getattr(args[0], group_attr, None) or args[0]

@@ -14,6 +14,7 @@ Tensors are only asked for ``untyped_storage()``, ``data_ptr()`` and ``get_devic
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 import weakref
 
@@ -21,16 +22,19 @@ import torch
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
+_SETS = (set, frozenset)
 
 
 class Record:
     """One bound storage. ``alloc_group`` is the group the code allocated it under;
-    ``registered`` the groups its memory is registered with (empty when unknown). A ``set``
+    ``registered`` the groups its memory is registered with (empty when unknown). A set
     passed as ``registered`` is kept, not copied: a memory pool's groups (``PoolGroups``),
     shared by the records of the memory drawn from it, so a pool bound after the allocation
-    counts (registration replaces the set, never changes it in place)."""
+    counts (registration replaces the set, never changes it in place, so a frozenset is
+    shared too). ``ref`` is the weak reference on the storage whose callback drops it."""
 
-    __slots__ = ("start", "end", "device", "alloc_group", "site", "registered", "pool", "block", "__weakref__")
+    __slots__ = ("start", "end", "device", "alloc_group", "site", "registered", "pool", "block", "ref",
+                 "__weakref__")
 
     def __init__(self, start, end, device, alloc_group, site, registered, pool=None, block=None):
         self.start = start
@@ -38,9 +42,17 @@ class Record:
         self.device = device
         self.alloc_group = alloc_group
         self.site = site
-        self.registered = registered if isinstance(registered, set) else set(registered)
+        self.registered = registered if isinstance(registered, _SETS) else frozenset(registered)
         self.pool = pool
         self.block = block
+        self.ref = None
+
+
+class _StorageRef(weakref.ref):
+    """A weak reference on a bound storage that knows its record (its callback needs no map
+    from references to records; the record holds it alive while it is in the table)."""
+
+    __slots__ = ("record",)
 
 
 class _Intervals:
@@ -56,11 +68,15 @@ class _Intervals:
 
     def put(self, start: int, end: int, item) -> None:
         # Drop anything the new interval overlaps: that memory has been reused.
-        lo = bisect.bisect_left(self.starts, start)
+        starts = self.starts
+        lo = bisect.bisect_left(starts, start)
         if lo > 0 and self.ends[lo - 1] > start:
             lo -= 1
-        hi = bisect.bisect_left(self.starts, end, lo)
-        self.starts[lo:hi], self.ends[lo:hi], self.items[lo:hi] = [start], [end], [item]
+        hi = bisect.bisect_left(starts, end, lo)
+        if lo == hi:  # nothing overlapped (the usual case: the storage it held was freed)
+            starts.insert(lo, start), self.ends.insert(lo, end), self.items.insert(lo, item)
+        else:
+            starts[lo:hi], self.ends[lo:hi], self.items[lo:hi] = [start], [end], [item]
 
     def get(self, addr: int):
         i = bisect.bisect_right(self.starts, addr) - 1
@@ -73,10 +89,15 @@ class _Intervals:
         i = bisect.bisect_left(self.starts, start)
         return i if i < len(self.starts) and self.starts[i] == start else -1
 
-    def remove(self, start: int, item=None) -> None:
-        i = self.at(start)
-        if i >= 0 and (item is None or self.items[i] is item):
-            del self.starts[i], self.ends[i], self.items[i]
+    def remove(self, start: int, item=None) -> bool:
+        """Drop the interval that starts at ``start`` (only if its payload is ``item``, when
+        given); whether one was dropped."""
+        starts = self.starts
+        i = bisect.bisect_left(starts, start)
+        if i < len(starts) and starts[i] == start and (item is None or self.items[i] is item):
+            del starts[i], self.ends[i], self.items[i]
+            return True
+        return False
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -96,9 +117,7 @@ class BindingTable:
         # device index -> intervals; read directly by the shim's hot path (empty: nothing bound)
         self.buffers: dict[int, _Intervals] = {}
         self.segments: dict[int, _Intervals] = {}
-        # One weak reference per bound storage, its callback clearing the record when the
-        # storage is freed (cheaper than weakref.finalize); ref -> (device, start, record).
-        self._refs: dict = {}
+        self._on_freed = self._freed  # one bound method for every weak reference
 
     # -- buffers -------------------------------------------------------------------
     def bind(self, tensor, alloc_group, site, registered=(), pool=None, block=None):
@@ -111,24 +130,25 @@ class BindingTable:
         if nbytes == 0 or start == 0:
             return None
         rec = Record(start, start + nbytes, dev, alloc_group, site, registered, pool, block)
-        ref = weakref.ref(storage, self._freed)
+        # One weak reference per bound storage, its callback dropping the record when the
+        # storage is freed (cheaper than weakref.finalize).
+        rec.ref = ref = _StorageRef(storage, self._on_freed)
+        ref.record = rec
         with self._lock:
-            self.buffers.setdefault(dev, _Intervals()).put(start, start + nbytes, rec)
-            self._refs[ref] = (dev, start, rec)
+            table = self.buffers.get(dev)
+            if table is None:
+                table = self.buffers[dev] = _Intervals()
+            table.put(start, start + nbytes, rec)
         return rec
 
     def _freed(self, ref):
+        rec = ref.record
+        rec.ref = ref.record = None  # no cycle left for the garbage collector
         with self._lock:
-            entry = self._refs.pop(ref, None)
-            if entry is None:
-                return
-            dev, start, rec = entry
-            table = self.buffers.get(dev)
+            table = self.buffers.get(rec.device)
             # Only a record still in the table: one replaced by a later binding of the
-            # same memory (or dropped by clear()) is not released again.
-            live = table is not None and (i := table.at(start)) >= 0 and table.items[i] is rec
-            if live:
-                table.remove(start, rec)
+            # same memory is not released again.
+            live = table is not None and table.remove(rec.start, rec)
         if live and rec.pool is not None:
             rec.pool._release(rec.block)
 
@@ -188,11 +208,6 @@ class BindingTable:
         rec = table.get(tensor.untyped_storage().data_ptr())
         return rec is not None
 
-    def record_at(self, dev, addr):
-        """The record of the memory at ``addr`` on ``dev``, or None."""
-        table = self.buffers.get(dev)
-        return table.get(addr) if table else None
-
     def buffer_count(self) -> int:
         return sum(len(t) for t in self.buffers.values())
 
@@ -222,17 +237,38 @@ class BindingTable:
 class PoolGroups:
     """The groups each memory pool is bound to, by the pool's identity: one live set per pool,
     which the records of memory drawn from it share. An entry goes when its pool does (a pool
-    that takes no weak reference is kept alive instead, so its identity stays its own)."""
+    that takes no weak reference is kept alive instead, so its identity stays its own).
+
+    Keyed by ``id(pool)`` with a weak reference to check it (a ``WeakKeyDictionary`` makes a
+    new weak reference at each lookup, in Python: every pool context's entry asks)."""
 
     def __init__(self) -> None:
-        self._weak: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._strong: dict[int, tuple[object, set]] = {}
+        self._groups: dict[int, tuple] = {}  # id(pool) -> (weak reference or keeper, groups)
 
     def of(self, pool) -> set:
+        entry = self._groups.get(id(pool))
+        if entry is None or entry[0]() is not pool:
+            entry = self._add(pool)
+        return entry[1]
+
+    def _add(self, pool) -> tuple:
+        key = id(pool)
+        groups = self._groups
+
+        def gone(ref) -> None:
+            if groups.get(key, (None,))[0] is ref:
+                del groups[key]
+
         try:
-            return self._weak.setdefault(pool, set())
-        except TypeError:  # no weak reference, or unhashable
-            return self._strong.setdefault(id(pool), (pool, set()))[1]
+            ref = weakref.ref(pool, gone)
+        except TypeError:  # no weak reference: kept alive
+            ref = functools.partial(_itself, pool)
+        entry = groups[key] = (ref, set())
+        return entry
+
+
+def _itself(obj):
+    return obj
 
 
 #: The one table of bindings of this process.

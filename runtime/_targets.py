@@ -42,7 +42,7 @@ from commgroup_lint.profile import Context, GroupParam
 from . import _imports, _sites
 from ._knowledge import Knowledge
 from ._patch import Patcher
-from ._state import TLS, Active
+from ._state import Active
 
 _OFF = object()
 """What a call binds to when it binds nothing (switched off, or its default group not found)."""
@@ -59,6 +59,7 @@ class _Argument:
 
     def __init__(self, name: str, index: int | None) -> None:
         self.name, self.index = name, index
+        self._at = index if index is not None and index >= 0 else sys.maxsize  # never in args
 
     @classmethod
     def of(cls, func: Any, name: str, index: int | None, leading: int) -> _Argument:
@@ -74,24 +75,24 @@ class _Argument:
         return cls(name, None if index is None else index + leading)
 
     def value(self, args: tuple, kwargs: dict, absent: Any = None) -> Any:
-        """The argument, or ``absent`` when it was not passed."""
-        if self.name in kwargs:
+        """The argument, or ``absent`` when it was not passed. (The targets of contexts read
+        their arguments the same way, written out: they run at every context's entry.)"""
+        if kwargs and self.name in kwargs:
             return kwargs[self.name]
-        if self.index is not None and 0 <= self.index < len(args):
-            return args[self.index]
-        return absent
+        return args[self._at] if self._at < len(args) else absent
 
 
-class _Group:
+class _Group(_Argument):
     """A group argument. Left out or None, it is the profile's ``default`` group, looked up
     when the call runs (``_OFF`` when it cannot be found: better nothing bound than the wrong
     group); without a ``default``, None stays None, which the shim reads as the world group."""
 
     def __init__(self, argument: _Argument, default: Callable[[], Any] | None) -> None:
-        self.argument, self.default = argument, default
+        super().__init__(argument.name, argument.index)
+        self.default = default
 
-    def value(self, args: tuple, kwargs: dict) -> Any:
-        found = self.argument.value(args, kwargs)
+    def value(self, args: tuple, kwargs: dict, absent: Any = None) -> Any:
+        found = super().value(args, kwargs)
         if found is not None or self.default is None:
             return found
         group = self.default()
@@ -100,37 +101,47 @@ class _Group:
 
 class _Binds:
     """How a call of a context binds its body: ``target(args, kwargs)`` is what it binds to
-    (``_OFF``: nothing), ``start(shim, target)`` begins the binding (ended by
-    ``shim.end_binding``)."""
+    (``_OFF``: nothing), ``start(target)`` begins the binding and returns its frame,
+    ``end(frame)`` ends it."""
 
-    def __init__(self, target: Callable[[tuple, dict], Any], start: Callable[[Any, Any], Any]) -> None:
-        self.target, self.start = target, start
+    def __init__(self, target: Callable[[tuple, dict], Any], start: Callable[[Any], Any],
+                 end: Callable[[Any], None]) -> None:
+        self.target, self.start, self.end = target, start, end
 
 
 def _group_binds(spec: Context, group: _Group, func: Any, leading: int) -> _Binds:
     """A profile context: off when its ``disabled`` argument is true or its ``enabled`` one is
     false (left out, each means on)."""
+    from ._binding import end_binding, start_binding  # torch's side: patching happens once a shim is installed
+
     disabled = _Argument.of(func, spec.disabled, None, leading) if spec.disabled else None
     enabled = _Argument.of(func, spec.enabled, None, leading) if spec.enabled else None
+    # the arguments as _Argument.value reads them, written out (no `disabled`: never in args)
+    off_name, off_at = (disabled.name, disabled._at) if disabled is not None else ("", sys.maxsize)
+    name, at = group.name, group._at
 
     def target(args: tuple, kwargs: dict) -> Any:
-        if disabled is not None and disabled.value(args, kwargs):
+        if kwargs[off_name] if kwargs and off_name in kwargs else off_at < len(args) and args[off_at]:
             return _OFF
         if enabled is not None and not enabled.value(args, kwargs, absent=True):
             return _OFF
-        return group.value(args, kwargs)
+        found = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
+        return found if found is not None else group.value(args, kwargs)  # left out: its default
 
-    return _Binds(target, lambda shim, g: shim.start_binding(g))
+    return _Binds(target, start_binding, end_binding)
 
 
 def _pool_binds(pool: _Argument) -> _Binds:
     """A pool context: what is allocated in its body is bound to its pool's groups."""
+    from ._binding import end_binding, start_pool_binding  # torch's side, as above
+
+    name, at = pool.name, pool._at  # _Argument.value, written out
 
     def target(args: tuple, kwargs: dict) -> Any:
-        found = pool.value(args, kwargs)
+        found = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
         return _OFF if found is None else found
 
-    return _Binds(target, lambda shim, p: shim.start_pool_binding(p))
+    return _Binds(target, start_pool_binding, end_binding)
 
 
 class _BoundContext:
@@ -140,36 +151,47 @@ class _BoundContext:
     function mode is then above any the real context pushes, so a binding the real context
     makes itself (a modelled pool with its own registration) comes first and is kept."""
 
-    def __init__(self, inner: Any, shim: Any, start: Callable[[], Any]) -> None:
-        self._inner, self._shim, self._start = inner, shim, start
-        self._token: Any = None
+    def __init__(self, inner: Any, binds: _Binds, target: Any) -> None:
+        self._inner, self._binds, self._target = inner, binds, target
+        self._frame: Any = None
 
     def __enter__(self) -> Any:
         entered = self._inner.__enter__()
-        self._token = self._start()
+        self._frame = self._binds.start(self._target)
         return entered
 
     def __exit__(self, *exc: Any) -> Any:
-        if self._token is not None:
-            self._shim.end_binding(self._token)
-            self._token = None
+        frame = self._frame
+        if frame is not None:
+            self._frame = None
+            self._binds.end(frame)
         return self._inner.__exit__(*exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
+@functools.cache
+def _binds_body(cls: type) -> bool:
+    """Whether a context's manager of type ``cls`` can bind its body: not a ``nullcontext``
+    (a one-rank group, symmetric memory off). Cached: asked at every context's entry, and an
+    ``isinstance`` on ``nullcontext`` (an ABC) runs Python code."""
+    return hasattr(cls, "__exit__") and not issubclass(cls, contextlib.nullcontext)
+
+
 def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., Any]:
-    """A context that returned a ``nullcontext`` (a one-rank group, symmetric memory off) binds nothing."""
+    """The body of the context ``func`` returned is bound while a shim is active (and the call
+    is not being compiled: torch.compile traces the original)."""
+    target = binds.target
 
     @functools.wraps(func)
     def context(*args: Any, **kwargs: Any) -> Any:
         cm = func(*args, **kwargs)
-        shim = _active()
-        if shim is None or not hasattr(cm, "__exit__") or isinstance(cm, contextlib.nullcontext):
+        shim = Active.shim
+        if shim is None or not _binds_body(type(cm)) or shim.compiling():
             return cm
-        target = binds.target(args, kwargs)
-        return cm if target is _OFF else _BoundContext(cm, shim, functools.partial(binds.start, shim, target))
+        bound = target(args, kwargs)
+        return cm if bound is _OFF else _BoundContext(cm, binds, bound)
 
     return context
 
@@ -192,16 +214,14 @@ def _patch_context_class(cls: type, binds: _Binds, patcher: Patcher) -> None:
     def __enter__(self: Any) -> Any:
         entered = enter(self)
         binding = getattr(self, "__dict__", {}).get(_BINDING)
-        shim = _active()
-        if binding is not None and binding[1] is None and shim is not None:  # a patched base may have
-            binding[1] = (shim, binds.start(shim, binding[0]))
+        if binding is not None and binding[1] is None and _active() is not None:  # a patched base may have
+            binding[1] = binds.start(binding[0])
         return entered
 
     def __exit__(self: Any, *exc: Any) -> Any:
         binding = getattr(self, "__dict__", {}).get(_BINDING)
         if binding is not None and binding[1] is not None:
-            shim, token = binding[1]
-            shim.end_binding(token)
+            binds.end(binding[1])
             binding[1] = None
         return exit_(self, *exc)
 
@@ -238,17 +258,11 @@ def _argument(argument: _Argument) -> Callable[[Any, tuple, dict], Any]:
 
 
 def _group_method(func: Callable[..., Any], name: str, group_attr: str) -> Callable[..., Any]:
+    """The method checked on the wrapper's ``group_attr``; while compiling, the original runs
+    (torch.compile traces it)."""
     from ._check import checked  # torch's side: patching happens once a shim is installed
 
-    check = checked(func, name, group_attr=group_attr)  # the group: the wrapper's `group_attr`
-
-    @functools.wraps(func)
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active() is None or TLS.depth:  # compiling first: torch.compile traces the original
-            return func(self, *args, **kwargs)
-        return check(self, *args, **kwargs)
-
-    return method
+    return functools.wraps(func)(checked(func, name, group_attr=group_attr, traced=True))
 
 
 def wrap_group_methods(cls: type, methods: Iterable[str], group_attr: str, patcher: Patcher) -> None:
