@@ -18,12 +18,21 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from commgroup_lint.config import Config, configured_profile, find_config, load_config
-from commgroup_lint.profile import Context, GroupParam, PoolBinding, Profile, Registration
+from commgroup_lint.config import Config, ConfigError, configured_profile, find_config, load_config
+from commgroup_lint.profile import (
+    Context,
+    GroupParam,
+    PoolBinding,
+    Profile,
+    ProfileError,
+    Registration,
+    load_profiles,
+)
 from commgroup_lint.runtime_profile import GroupClass
 
 PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
@@ -101,3 +110,88 @@ def load(profile: str | Sequence[str] | None = None, cwd: str | os.PathLike[str]
 def _load(names: tuple[str, ...] | None, config_path: Path | None, _stamp: int | None) -> Knowledge:
     config = load_config(config_path) if config_path is not None else Config()
     return Knowledge.of(configured_profile(config, names))
+
+
+def load_lenient(profile: str | Sequence[str] | None = None,
+                 cwd: str | os.PathLike[str] | None = None) -> tuple[Knowledge, str | None]:
+    """:func:`load` for a shim that comes up whatever the configuration says (the start-up hook,
+    ``python -m``, the pytest plugin): a piece that fails is dropped alone and the rest is kept.
+    The pieces are the shim's: the profile selection, the configuration's ``profiles``, each
+    file of ``profile-files``, ``extend-profile`` (the whole file only when it is not TOML).
+    Returns the knowledge and one line saying what failed, what was dropped and what was kept
+    (None when nothing failed)."""
+    try:
+        return load(profile, cwd), None
+    except (ConfigError, ProfileError) as exc:
+        failure = str(exc)
+    pieces = _Pieces()
+    names = requested_profiles(profile)
+    if names is not None and pieces.attempt(f"the profile selection '{','.join(names)}'",
+                                            lambda: load_profiles(names)) is _FAILED:
+        names = None
+    path = find_config([], Path(cwd or os.getcwd()))
+    config = pieces.config(path) if path is not None else Config()
+    knowledge = Knowledge.of(configured_profile(config, names))
+    if not pieces.problems:  # a key the shim does not read (the linter reports it)
+        return knowledge, f"{failure} (a key the runtime shim does not read: nothing dropped)"
+    kept = ", ".join(pieces.kept) or "nothing of the configuration"
+    return knowledge, f"{'; '.join(pieces.problems)}; dropped {', '.join(pieces.dropped)}; kept {kept}"
+
+
+_FAILED = object()
+
+
+class _Pieces:
+    """The configuration read piece by piece with the configuration reader's own parts (a piece
+    means what it means to the linter), noting what failed and was dropped, and what was kept."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.dropped: list[str] = []
+        self.kept: list[str] = []
+
+    def attempt(self, piece: str, read: Callable[[], Any]) -> Any:
+        """``read()``, or ``_FAILED``: then the failure is noted and ``piece`` dropped."""
+        try:
+            return read()
+        except (ConfigError, ProfileError) as exc:
+            self.problems.append(str(exc))
+            self.dropped.append(piece)
+            return _FAILED
+
+    def config(self, path: Path) -> Config:
+        """The pieces of the configuration file ``path`` that the shim reads and that hold."""
+        from commgroup_lint.config import PYPROJECT, SECTION, _Parser, _read_toml
+
+        data = self.attempt(f"the configuration {path}", lambda: _read_toml(path))
+        if data is _FAILED:
+            return Config()
+        prefix = ""
+        if path.name == PYPROJECT:  # as load_config reads it
+            tool = data.get("tool", {})
+            data, prefix = (tool.get(SECTION, {}) if isinstance(tool, dict) else {}), "tool.commgroup-lint."
+        parser = _Parser(path, prefix)
+        profiles = self.attempt("the configuration's profiles", lambda: parser.profiles(data))
+        if profiles not in (None, _FAILED):
+            self.kept.append("profiles " + ", ".join(profiles))
+        names = self.attempt("profile-files", lambda: parser.strings(data, "profile-files"))
+        files = [self._profile_file(parser, name) for name in (() if names is _FAILED else names)]
+        extend = self.attempt("extend-profile", lambda: parser.extend_profile(data))
+        if extend not in (None, _FAILED):
+            self.kept.append("extend-profile")
+        return Config(path=path, profiles=None if profiles is _FAILED else profiles,
+                      profile_files=tuple(f for f in files if f is not _FAILED),
+                      extend_profile=None if extend is _FAILED else extend)
+
+    def _profile_file(self, parser: Any, name: str) -> Any:
+        """One file of ``profile-files`` (with the shipped profiles it extends), or ``_FAILED``."""
+
+        def read() -> Profile:
+            (own,) = parser.profile_files({"profile-files": [name]})
+            load_profiles(own.extends)
+            return own
+
+        own = self.attempt(f"profile file '{name}'", read)
+        if own is not _FAILED:
+            self.kept.append(f"profile file '{name}'")
+        return own

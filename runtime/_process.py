@@ -48,10 +48,13 @@ def _knowledge_for(profile: str | Sequence[str] | None):  # -> Knowledge
     from . import _knowledge
 
     try:
-        return _knowledge.load(profile)
-    except Exception as exc:  # a bad configuration or profile name: go on without them
+        knowledge, problem = _knowledge.load_lenient(profile)  # what fails is dropped alone
+    except Exception as exc:  # pragma: no cover - a failure no piece accounts for: go on without them
         say(f"{exc}; using the shipped profiles without the configuration")
         return _knowledge.load(shipped_profiles(), use_config=False)
+    if problem is not None:
+        say(problem)
+    return knowledge
 
 
 def process_mode() -> str | None:
