@@ -3,7 +3,8 @@ compiled code, and on the smoke model's step at several sizes.
 
     python benchmarks/runtime_overhead.py --device cuda      # 2 GPUs, NCCL (targets below)
     python benchmarks/runtime_overhead.py --device cpu       # 2 gloo ranks
-    python benchmarks/runtime_overhead.py --in-process       # 1 process: the CPU cost per call
+    python benchmarks/runtime_overhead.py --in-process       # 1 process: the CPU cost per call and
+                                                             # per event of the smoke step's CUDA path
 
 Targets (2 x H200, warn mode): under 5 us per collective, under 3% on the smoke step at
 64x7168, 1024x2048, 4096x4096 and 8192x7168 (local tokens x hidden, bf16). Each figure is the
@@ -262,7 +263,7 @@ def in_process(rounds: int = 9) -> None:
         ("all_gather_into_tensor, bound", lambda: dist.all_gather_into_tensor(out, buf, group=g), 5000),
         ("group wrapper's all_reduce, bound", lambda: coordinator.all_reduce(buf), 5000),
         ("functional all_reduce (kernel)", lambda: funcol.wait_tensor(funcol.all_reduce(buf, "sum", g)), 5000),
-        ("allocation in simulated_symmetric_memory", alloc, 5000),
+        ("allocation in simulated_symmetric_memory (binds, shim or not)", alloc, 5000),
         ("profile context over a pool context, empty", context, 5000),
         ("the same, one allocation inside", context_alloc, 5000),
         ("torch.add (not a collective)", lambda: torch.add(x, x), 20000),
