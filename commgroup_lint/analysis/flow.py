@@ -221,9 +221,10 @@ class FunctionFlow:
             return self.block(body if decided else orelse)
         when_true, when_false = self.literals(test)
         start_env, start_cond = self.env, self.cond
-        self.env, self.cond = dict(start_env), start_cond | when_true
+        empty = _emptiness_test(test)  # (variable, whether the test is true when it is empty)
+        self.env, self.cond = _emptied(start_env, empty, True), start_cond | when_true
         through_body, body_env = self.block(body), self.env
-        self.env, self.cond = dict(start_env), start_cond | when_false
+        self.env, self.cond = _emptied(start_env, empty, False), start_cond | when_false
         through_else, else_env = self.block(orelse), self.env
         if through_body and through_else:
             body_env, else_env = self.guarded(body_env, else_env, when_true), self.guarded(else_env, body_env, when_false)
@@ -738,7 +739,7 @@ class FunctionFlow:
                 return {ConstFact(when_true is not None)}
             return {CondFact(when_true, when_false)}
         if isinstance(item, b.Instance):
-            fields = tuple((name, frozenset(self.instantiate_all(value, path, c, arguments, sub)))
+            fields = tuple((name, _shallow(frozenset(self.instantiate_all(value, path, c, arguments, sub))))
                            for name, value in item.fields)
             return {ObjectFact(item.cls, tuple((name, value) for name, value in fields if value))}
         if isinstance(item, b.Constant):
@@ -1188,6 +1189,35 @@ def _constant(value: object) -> Value:
     return frozenset({ConstFact(value)})
 
 
+def _emptiness_test(test: ir.Expr) -> tuple[str, bool] | None:
+    """`x.shape[0] != 0`, `x.shape[0] == 0`, `x.shape[0] > 0`, `x.numel() == 0` (and `not` of
+    these): the variable tested, and whether the test holds when `x` is empty."""
+    if isinstance(test, ir.Not):
+        inner = _emptiness_test(test.operand)
+        return None if inner is None else (inner[0], not inner[1])
+    if not (isinstance(test, ir.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ir.Const)
+            and test.comparators[0].value == 0 and test.ops[0] in ("==", "!=", ">")):
+        return None
+    size = test.left
+    if isinstance(size, ir.Subscript) and isinstance(size.value, ir.Attr) and size.value.attr == "shape":
+        tensor = size.value.value
+    elif isinstance(size, ir.Call) and isinstance(size.func, ir.Attr) and size.func.attr == "numel" and not size.args:
+        tensor = size.func.value
+    else:
+        return None
+    return (tensor.id, test.ops[0] == "==") if isinstance(tensor, ir.Name) else None
+
+
+def _emptied(env: Env, empty: tuple[str, bool] | None, truth: bool) -> Env:
+    """The branch's environment: on the branch where the tested tensor is empty, it holds no
+    bound memory (a collective on an empty tensor moves nothing, and nothing was registered)."""
+    env = dict(env)
+    if empty is not None and empty[1] == truth and empty[0] in env:
+        kept = frozenset(f for f in env[empty[0]] if not isinstance(f, BufferFact))
+        env[empty[0]] = kept or UNKNOWN_VALUE
+    return env
+
+
 def _record_fields(c: ir.Call, args: list[Value], names: tuple[str, ...]) -> tuple[tuple[str, Value], ...]:
     """What a record is given, by field (positional arguments in the order its fields are
     declared), where it holds something the analysis follows (not unknowns)."""
@@ -1197,8 +1227,22 @@ def _record_fields(c: ir.Call, args: list[Value], names: tuple[str, ...]) -> tup
             break
         name = a.keyword or (names[position] if position < len(names) else None)
         if name is not None and value - UNKNOWN_VALUE:
-            given.append((name, value))
+            given.append((name, _shallow(value)))
     return tuple(given)
+
+
+def _shallow(value: Value) -> Value:
+    """A record's field keeps records without their own fields: one level, so that a record
+    built from itself (`Wrapped(group=resolve(inner))`, recursively) has a fixpoint."""
+    out: set[Fact] = set()
+    for f in value:
+        if isinstance(f, ObjectFact) and f.fields:
+            out.add(ObjectFact(f.cls))
+        elif isinstance(f, TupleFact):
+            out |= TupleFact.of(tuple(_shallow(item) for item in f.items))
+        else:
+            out.add(f)
+    return frozenset(out)
 
 
 def _merged(a: Allocation, b_: Allocation) -> Allocation:

@@ -14,6 +14,7 @@ the profile's entry of the same name, so an old release is checked against its o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -35,7 +36,7 @@ from commgroup_lint.analysis.recording import Lookups, Recorder
 from commgroup_lint.analysis.verdict import mismatches
 from commgroup_lint.parsing import ParseFailure, lower
 
-MAX_ROUNDS = 4  # summaries of helpers calling helpers settle in a few rounds; recursion is cut here
+MAX_ROUNDS = 8  # summaries of helpers calling helpers settle in a few rounds (chains of 4 or 5 on SGLang); recursion is cut here
 MAX_HOPS = 4  # how far indexing follows calls from the files that allocate
 
 
@@ -146,19 +147,24 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
                 return b.Flag(when_true, when_false)
             return None
         if isinstance(f, ObjectFact):
-            fields = tuple((name, tuple(r for g in value if (r := returned(g)) is not None)) for name, value in f.fields)
+            fields = tuple((name, alternatives(value)) for name, value in f.fields)
             return b.Instance(f.cls, tuple((name, value) for name, value in fields if value))
         if isinstance(f, ConstFact):
             return b.Constant(f.value) if in_tuple else None
         if isinstance(f, TupleFact):
-            items = tuple(tuple(r for g in item if (r := returned(g, True)) is not None) for item in f.items)
+            items = tuple(tuple(sorted({r for g in item if (r := returned(g, True)) is not None}, key=canonical))
+                          for item in f.items)
             return b.Items(items) if any(r for item in items for r in item if not isinstance(r, b.Constant)) else None
         if isinstance(f, CallableFact):
-            args = tuple((keyword, tuple(r for g in value if (r := returned(g)) is not None)) for keyword, value in f.args)
-            return b.Partial(f.path, args)
+            return b.Partial(f.path, tuple((keyword, alternatives(value)) for keyword, value in f.args))
         if isinstance(f, PathFact) and not f.path.endswith(")") and api.call(f.path) is not None:
             return b.Partial(f.path, ())  # a known API returned to be called later
         return None
+
+    def alternatives(value: frozenset) -> tuple[b.Returned, ...]:
+        """A value's possibilities in a fixed order (a set's order varies: equal summaries must
+        compare equal, or the fixpoint never ends)."""
+        return tuple(sorted({r for g in value if (r := returned(g)) is not None}, key=canonical))
 
     # sorted by position: `returns` is a set of facts hashed by identity, so its order varies
     ordered = sorted(facts.returns, key=_fact_order)
@@ -193,7 +199,23 @@ def _fact_order(f: Fact) -> tuple:
     if isinstance(f, (BufferFact, ContextFact)):
         a = f.allocation
         return (1, a.call.span.line, a.call.span.col, a.name)
-    return (0, repr(f))
+    return (0, canonical(f))
+
+
+def canonical(x: object) -> tuple:
+    """A sort key that is the same in every process: sets sorted by their members' keys, not
+    iterated (their order follows string hashes, which vary between runs; a summary's
+    alternatives in another order would not equal the cached one, and a warm run would redo
+    the work)."""
+    if isinstance(x, (frozenset, set)):
+        return ("{", tuple(sorted(map(canonical, x))))
+    if isinstance(x, (tuple, list)):
+        return ("(", tuple(map(canonical, x)))
+    if isinstance(x, Allocation):
+        return ("@", x.call.span.line, x.call.span.col, x.name)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return (type(x).__name__, tuple(canonical(getattr(x, f.name)) for f in dataclasses.fields(x)))
+    return ("=", type(x).__name__, repr(x))
 
 
 def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
