@@ -192,8 +192,8 @@ class FunctionFlow:
             self.eval(s.test)
             self.cond = self.cond | self.literals(s.test)[0]
         elif isinstance(s, ir.Return):
-            if s.value is not None:
-                self.facts.returns.update(self.guard(self.eval(s.value), self.cond))
+            if s.value is not None:  # `return tp_size == attn_dp_size and ...`: a flag keeps its relation
+                self.facts.returns.update(self.guard(self.flag_value(self.eval(s.value), s.value), self.cond))
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
@@ -216,6 +216,8 @@ class FunctionFlow:
 
     def branch(self, test: ir.Expr, body: Sequence[ir.Stmt], orelse: Sequence[ir.Stmt]) -> bool:
         self.eval(test)
+        if self.facts.allocations:
+            self.want_flags(test)
         decided = self.decided(test)
         if decided is not None:  # `if not norm_fused:` where norm_fused is False: one branch runs
             return self.block(body if decided else orelse)
@@ -236,6 +238,20 @@ class FunctionFlow:
         else:
             self.env, self.cond = join(body_env, else_env), start_cond
         return through_body or through_else
+
+    def want_flags(self, test: ir.Expr) -> None:
+        """A helper tested where this function binds memory may decide which group consumes it
+        (`if should_use_dp_reduce_scatterv():` holds only when `tp_size == attn_dp_size`): its
+        summary is wanted, so that the index reads its module."""
+        if isinstance(test, ir.BoolOp):
+            for value in test.values:
+                self.want_flags(value)
+        elif isinstance(test, ir.Not):
+            self.want_flags(test.operand)
+        elif isinstance(test, ir.Call):
+            for f in self._call_values.get(id(test), ()):
+                if isinstance(f, PathFact) and f.path.endswith("()"):
+                    self.facts.wanted.add(f.path[:-2])
 
     def decided(self, test: ir.Expr) -> bool | None:
         """The test's truth when it is a constant, or a variable that holds only one."""
