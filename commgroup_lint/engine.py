@@ -241,7 +241,7 @@ class Linter:
             if file.display in index.parse_failed:
                 analyses = (ModuleAnalysis((), {}),)
             else:
-                analyses = tuple(ModuleAnalysis(a.entries, a.lookups, None, a.classes, a.misuses)
+                analyses = tuple(ModuleAnalysis(a.entries, a.lookups, None, a.classes, a.misuses, exports=a.exports)
                                  for a in index.history.get(file.display, ()))
         checked, found = mentions.known(file.display)
         stat = settled(file.stat, started)

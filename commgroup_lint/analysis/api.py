@@ -22,6 +22,9 @@ T = TypeVar("T")
 WORLD = "world"
 
 
+_MAX_REEXPORTS = 4  # a name re-exported through this many modules is still found
+
+
 class _Table(Generic[T]):
     def __init__(self, entries: dict[str, T], packages: tuple[str, ...], unrelated: frozenset[str] = frozenset()) -> None:
         self._packages = packages
@@ -31,6 +34,7 @@ class _Table(Generic[T]):
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
         self._shipped_tails = frozenset(self._by_tail)
         self._hidden: set[str] = set()
+        self._aliases: dict[str, str] = {}  # `pkg.name` -> `pkg.mod.name`: what a module imports, others import from it
 
     def tail_key(self, name: str) -> str | None:
         try:
@@ -47,15 +51,26 @@ class _Table(Generic[T]):
         return key
 
     def get(self, name: str) -> T | None:
-        if name in self._hidden:
-            return None
-        found = self._exact.get(name)
-        if found is None and name not in self._unrelated and (key := self.tail_key(name)):
-            found = None if key in self._hidden else self._by_tail.get(key)
-        return found
+        for _ in range(_MAX_REEXPORTS):
+            if name in self._hidden:
+                return None
+            found = self._exact.get(name)
+            if found is None and name not in self._unrelated and (key := self.tail_key(name)):
+                found = None if key in self._hidden else self._by_tail.get(key)
+            if found is not None or (name := self._aliases.get(name)) is None:  # type: ignore[assignment]
+                return found
+        return None
+
+    def add_aliases(self, aliases: dict[str, str]) -> None:
+        """Names a module re-exports (`from .utils import f` in a package's `__init__`): a lookup
+        of `pkg.f` finds `pkg.utils.f`."""
+        self._aliases.update((name, target) for name, target in aliases.items() if name != target)
 
     def names(self) -> set[str]:
         return set(self._exact)
+
+    def alias(self, name: str) -> str | None:
+        return self._aliases.get(name)
 
     def override(self, entries: dict[str, T]) -> None:
         """Scanned definitions win over shipped entries of the same name. A definition is found by

@@ -71,6 +71,7 @@ class ModuleAnalysis:
     misuses: tuple[tuple[str, str], ...] = ()  # (where a helper fixes the group, the caller consuming it elsewhere)
     module: str = ""  # its module name, and the modules it imports (the order the index analyses in)
     imports: tuple[str, ...] = ()
+    exports: tuple[tuple[str, str], ...] = ()  # (`module.name`, what it imports under that name)
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,10 @@ def _taken_at(a: Allocation, here: str) -> tuple[str | None, bool]:
     return here, not (a.hidden or a.group_params)
 
 
+def _exports(imports: ImportTable) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((f"{imports.module}.{local}", target) for local, target in imports.aliases().items()))
+
+
 def _chosen_when_none(groups: tuple | None, ref: b.ArgRef) -> tuple:
     """The groups the body binds where the parameter is None (its literal `$i:name is None`)."""
     if groups is None or ref.index is None:
@@ -340,6 +345,7 @@ class SummaryIndex:
             self.modules[source.display] = None
             self.history[source.display] = list(cached)  # each checked against the Api before use
             self._install_classes(cached[0].classes)
+            self._install_exports(cached[0].exports)
             return
         try:
             module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
@@ -349,6 +355,14 @@ class SummaryIndex:
         self.sources[source.display] = source
         self.modules[source.display] = module
         self._install_classes(tuple(module_classes(module.module, module.imports).items()))
+        self._install_exports(_exports(module.imports))
+
+    def _install_exports(self, exports: tuple[tuple[str, str], ...]) -> None:
+        """What a module imports can be imported from it: a package's `__init__` re-exports."""
+        new = {name: target for name, target in exports if self.api.entries.alias(name) != target}
+        if new:
+            self.api.entries.add_aliases(new)
+            self.recorder.changed()
 
     def _install_classes(self, classes: tuple[tuple[str, ClassInfo], ...]) -> None:
         """The classes a module defines: `self.m()` in a subclass elsewhere resolves through them."""
@@ -377,6 +391,11 @@ class SummaryIndex:
         frontier = set(wanted)
         while frontier:
             frontier = {callee for name in frontier for callee in passes.get(name, ())} - wanted
+            wanted |= frontier
+        # a name a module re-exports is defined where it imports it from
+        frontier = set(wanted)
+        while frontier:
+            frontier = {target for name in frontier if (target := self.api.entries.alias(name))} - wanted
             wanted |= frontier
         # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
         # methods a subclass inherits, are read from them
@@ -407,7 +426,8 @@ class SummaryIndex:
         classes = tuple((name, (bases, methods, attributes.get(name, ()), fields))
                         for name, (bases, methods, _, fields) in module_classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
-        return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api), m.imports.module, imported)
+        return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api), m.imports.module, imported,
+                              _exports(m.imports))
 
     def _settle(self, rounds: int, fresh_only: bool = False) -> None:
         """Analyse the modules whose analysis is no longer valid (`fresh_only`: only those never
