@@ -176,7 +176,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         if ref is None:
             continue
         for use in uses:
-            fixed = tuple((g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact))
+            fixed = tuple(sorted({(g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact)},
+                                 key=canonical))
             if fixed:
                 consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name))
             for g in use.groups:
@@ -190,7 +191,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         for a in facts.allocations
         if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
     ))
-    behaviour = b.Behaviour(tuple(returns), tuple(dict.fromkeys(consumes)), keeps=keeps)
+    behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps)
     if behaviour.empty:
         return behaviour
     return replace(behaviour, origin=f"{display}:{fn.span.line}")
@@ -224,7 +225,17 @@ def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
     groups = [g for item in items if isinstance(item, b.Groups) for g in item.groups]
     rest = [item for item in items if not isinstance(item, b.Groups)]
     merged: list[b.Returned] = [b.Groups(tuple(sorted(set(groups), key=lambda g: (g[0], sorted(g[1])))))] if groups else []
-    return merged + list(dict.fromkeys(rest))
+    return merged + sorted(set(rest), key=_returned_order)  # alternatives, in an order every process agrees on
+
+
+def _returned_order(r: b.Returned) -> tuple:
+    """Memory in the order of the calls that took it (the first is the one a finding names),
+    then the rest; ties by their canonical key."""
+    where = r.via or r.origin if isinstance(r, b.Memory) else None
+    if where:
+        path, _, line = where.rpartition(":")
+        return (0, path, int(line) if line.isdigit() else 0, canonical(r))
+    return (1, (), 0, canonical(r))
 
 
 def _taken_at(a: Allocation, here: str) -> tuple[str | None, bool]:
