@@ -167,9 +167,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         compare equal, or the fixpoint never ends)."""
         return tuple(sorted({r for g in value if (r := returned(g)) is not None}, key=canonical))
 
-    # sorted by position: `returns` is a set of facts hashed by identity, so its order varies
-    ordered = sorted(facts.returns, key=_fact_order)
-    returns = _merge_groups([r for f in ordered if (r := returned(f)) is not None])
+    returns = _merge_groups([r for f in facts.returns if (r := returned(f)) is not None])  # ordered there
     consumes: list[b.Consume] = []
     for position, uses in sorted(facts.param_uses.items()):
         ref = arg(position)
@@ -197,13 +195,6 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     return replace(behaviour, origin=f"{display}:{fn.span.line}")
 
 
-def _fact_order(f: Fact) -> tuple:
-    if isinstance(f, (BufferFact, ContextFact)):
-        a = f.allocation
-        return (1, a.call.span.line, a.call.span.col, a.name)
-    return (0, canonical(f))
-
-
 def canonical(x: object) -> tuple:
     """A sort key that is the same in every process: sets sorted by their members' keys, not
     iterated (their order follows string hashes, which vary between runs; a summary's
@@ -213,8 +204,6 @@ def canonical(x: object) -> tuple:
         return ("{", tuple(sorted(map(canonical, x))))
     if isinstance(x, (tuple, list)):
         return ("(", tuple(map(canonical, x)))
-    if isinstance(x, Allocation):
-        return ("@", x.call.span.line, x.call.span.col, x.name)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return (type(x).__name__, tuple(canonical(getattr(x, f.name)) for f in dataclasses.fields(x)))
     return ("=", type(x).__name__, repr(x))
