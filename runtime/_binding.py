@@ -8,7 +8,6 @@ table with its group and the user's allocation line. Outside them no torch call 
 
 from __future__ import annotations
 
-import bisect
 import threading
 from typing import Any
 
@@ -104,18 +103,7 @@ DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 #: ``use_mem_pool(pool)`` inside).
 Frame = tuple
 _NOWHERE: frozenset = frozenset()
-
-
-def _bind(frame: Frame, storage: Any, ptr: int, nbytes: int, dev: int) -> Any:
-    """Record fresh memory as ``frame`` binds it, at the user's line (the caller of the torch
-    function, or of the helpers above it)."""
-    group, pool, registered = frame
-    shim = Active.shim
-    site = (shim.finder if shim is not None else _PLAIN_FINDER).find(4)  # the caller of __torch_function__
-    if pool is not None:
-        block, registered = pool._acquire(nbytes, group)
-        return TABLE.bind_storage(storage, ptr, nbytes, dev, group, site, registered, pool if block else None, block)
-    return TABLE.bind_storage(storage, ptr, nbytes, dev, group, site, registered)
+_modes_below = torch._C._len_torch_function_stack  # inside a mode's handler: the modes under it
 
 
 class _BindMode(TorchFunctionMode):
@@ -131,15 +119,17 @@ class _BindMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
+        if type(out) is _Tensor and not _modes_below():  # the usual allocation, written flat
+            if not out.is_meta:
+                self._record(out, args, kwargs)
+            return out
         if isinstance(out, _Tensor):
             outs: Any = (out,)
         elif isinstance(out, _SEQUENCES):
             outs = [o for o in out if isinstance(o, _Tensor)]
-            if not outs:
-                return out
         else:
             return out
-        with _no_torch_function():
+        with _no_torch_function():  # a subclass's methods, or modes below: not for the shim's queries
             for t in outs:
                 if not t.is_meta:
                     self._record(t, args, kwargs)
@@ -155,18 +145,31 @@ class _BindMode(TorchFunctionMode):
         if not nbytes:
             return
         ptr = storage.data_ptr()
-        for a in (*args, *kwargs.values()) if kwargs else args:
+        for a in args:
             if isinstance(a, _Tensor) and a.untyped_storage().data_ptr() == ptr:
                 return
-        dev = t.get_device()  # _table._device_key
-        table = TABLE.buffers.get(dev)  # TABLE.record_at, written out
-        i = bisect.bisect_right(table.starts, ptr) - 1 if table is not None else -1
-        rec = table.items[i] if i >= 0 and ptr < table.ends[i] else None
-        for frame in self.frames:
-            if rec is None:
-                rec = _bind(frame, storage, ptr, nbytes, dev)
-            elif rec.alloc_group is None and frame[0] is not None:  # bound inside without a group
-                rec.alloc_group = frame[0]
+        if kwargs:
+            for a in kwargs.values():
+                if isinstance(a, _Tensor) and a.untyped_storage().data_ptr() == ptr:
+                    return
+        frames = self.frames
+        rec = TABLE.buffers.get(ptr)
+        if rec is None:  # the first frame binds, at the user's line (the caller of __torch_function__)
+            group, pool, registered = frames[0]
+            shim = Active.shim
+            site = (shim.finder if shim is not None else _PLAIN_FINDER).find(3)
+            if pool is None:
+                rec = TABLE.bind_storage(storage, ptr, nbytes, group, site, registered)
+            else:
+                block, registered = pool._acquire(nbytes, group)
+                rec = TABLE.bind_storage(storage, ptr, nbytes, group, site, registered, pool if block else None,
+                                         block)
+            if rec is None or len(frames) == 1:
+                return
+        for frame in frames:  # bound inside without a group: the first enclosing one that names one
+            if rec.alloc_group is not None:
+                return
+            rec.alloc_group = frame[0]
 
 
 class _Modes(threading.local):
@@ -186,6 +189,12 @@ def _frames() -> list[Frame]:
     if not mode.frames:
         _push_mode(mode)
     return mode.frames
+
+
+def binding_open() -> bool:
+    """Whether a binding context is open on this thread."""
+    mode = _MODES.mode
+    return mode is not None and bool(mode.frames)
 
 
 def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> Frame:

@@ -30,7 +30,7 @@ from ._report import (
     Violation,
     check_mode,
 )
-from ._sites import SiteFinder
+from ._sites import finder_for
 from ._state import Active
 from ._table import TABLE
 from ._targets import Targets
@@ -48,7 +48,7 @@ class Shim:
                  divergence_timeout: float = 30.0) -> None:
         self.mode = check_mode(mode)
         self.knowledge = knowledge
-        self.finder = SiteFinder(knowledge.helper_modules)
+        self.finder = finder_for(tuple(knowledge.helper_modules))
         self.patcher = Patcher()
         self.collectives = CollectiveHooks(self.patcher)
         self.targets = Targets(knowledge)

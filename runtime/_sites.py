@@ -13,6 +13,7 @@ is decorated with :func:`helper`.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -126,3 +127,10 @@ class SiteFinder:
         if last is not None:  # everything was a helper: report the outermost frame
             return self._site(last)
         return Site("<unknown>", 0)
+
+
+@functools.cache
+def finder_for(helper_modules: tuple[str, ...]) -> SiteFinder:
+    """The one finder of these helper modules: a shim installed again (each ``enforce`` block,
+    each test) finds its caches warm."""
+    return SiteFinder(helper_modules)

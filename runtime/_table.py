@@ -1,14 +1,18 @@
-"""The binding table: which storage is bound to which group, keyed by address intervals.
+"""The binding table: which storage is bound to which group.
 
-Each record covers one storage, ``[data_ptr, data_ptr + nbytes)`` on one device, so a
-view or slice of a bound buffer (any tensor whose ``data_ptr`` falls inside) finds the
-record. A weak reference on the storage, with a callback, removes the record when the storage
-is freed, so a later allocation at the same address is not mistaken for the old buffer.
+Each record covers one storage, keyed by the address where its memory starts, so a view or
+slice of a bound buffer (any tensor on that storage) finds it in one dictionary read. A weak
+reference on the storage, with a callback, removes the record when the storage is freed, so a
+later allocation at the same address is not mistaken for the old buffer. A dictionary, not
+sorted intervals: binding and freeing run once per allocation inside a binding context, and
+cost one store and one delete.
 
 Registered memory segments (a NCCL mem pool registered with a group's communicator) are
-kept in a second table of the same shape: there the unit is a segment, not a storage.
+kept in a second table, of sorted intervals per device: there the unit is a segment, not a
+storage, and a buffer is anywhere inside one.
 
-Tensors are only asked for ``untyped_storage()``, ``data_ptr()`` and ``get_device()``.
+Tensors are only asked for ``untyped_storage()``, ``data_ptr()``, ``storage_offset()`` and
+``get_device()``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import bisect
 import functools
 import threading
 import weakref
+from typing import Any
 
 import torch
 
@@ -26,26 +31,25 @@ _SETS = (set, frozenset)
 
 
 class Record:
-    """One bound storage. ``alloc_group`` is the group the code allocated it under;
-    ``registered`` the groups its memory is registered with (empty when unknown). A set
-    passed as ``registered`` is kept, not copied: a memory pool's groups (``PoolGroups``),
-    shared by the records of the memory drawn from it, so a pool bound after the allocation
-    counts (registration replaces the set, never changes it in place, so a frozenset is
-    shared too). ``ref`` is the weak reference on the storage whose callback drops it."""
+    """One bound storage, starting at ``start``. ``alloc_group`` is the group the code
+    allocated it under; ``registered`` the groups its memory is registered with (empty when
+    unknown). A set passed as ``registered`` is kept, not copied: a memory pool's groups
+    (``PoolGroups``), shared by the records of the memory drawn from it, so a pool bound after
+    the allocation counts (registration replaces the set, never changes it in place, so a
+    frozenset is shared too). ``ref`` is the weak reference on the storage whose callback
+    drops it."""
 
-    __slots__ = ("start", "end", "device", "alloc_group", "site", "registered", "pool", "block", "ref",
-                 "__weakref__")
+    __slots__ = ("start", "alloc_group", "site", "registered", "pool", "block", "ref", "__weakref__")
 
-    def __init__(self, start, end, device, alloc_group, site, registered, pool=None, block=None):
+    def __init__(self, start: int, alloc_group: Any, site: Any, registered: Any, pool: Any = None,
+                 block: Any = None) -> None:
         self.start = start
-        self.end = end
-        self.device = device
         self.alloc_group = alloc_group
         self.site = site
         self.registered = registered if isinstance(registered, _SETS) else frozenset(registered)
         self.pool = pool
         self.block = block
-        self.ref = None
+        self.ref: Any = None
 
 
 class _StorageRef(weakref.ref):
@@ -53,6 +57,12 @@ class _StorageRef(weakref.ref):
     from references to records; the record holds it alive while it is in the table)."""
 
     __slots__ = ("record",)
+
+
+def storage_start(tensor: Any) -> int:
+    """Where the memory of ``tensor``'s storage starts: its own address when it starts there
+    (no storage object is made for it), else its storage's."""
+    return tensor.data_ptr() if not tensor.storage_offset() else tensor.untyped_storage().data_ptr()
 
 
 class _Intervals:
@@ -67,7 +77,7 @@ class _Intervals:
         self.items: list = []
 
     def put(self, start: int, end: int, item) -> None:
-        # Drop anything the new interval overlaps: that memory has been reused.
+        # Drop anything the new interval overlaps: that memory has been handed out again.
         starts = self.starts
         lo = bisect.bisect_left(starts, start)
         if lo > 0 and self.ends[lo - 1] > start:
@@ -89,89 +99,71 @@ class _Intervals:
         i = bisect.bisect_left(self.starts, start)
         return i if i < len(self.starts) and self.starts[i] == start else -1
 
-    def remove(self, start: int, item=None) -> bool:
-        """Drop the interval that starts at ``start`` (only if its payload is ``item``, when
-        given); whether one was dropped."""
-        starts = self.starts
-        i = bisect.bisect_left(starts, start)
-        if i < len(starts) and starts[i] == start and (item is None or self.items[i] is item):
-            del starts[i], self.ends[i], self.items[i]
-            return True
-        return False
+    def remove(self, start: int) -> None:
+        """Drop the interval that starts at ``start``, if there is one."""
+        i = self.at(start)
+        if i >= 0:
+            del self.starts[i], self.ends[i], self.items[i]
 
     def __len__(self) -> int:
         return len(self.starts)
 
 
-def _device_key(tensor):
-    """The device's index, -1 for the CPU (``get_device`` is the cheapest query, and one process
-    uses one accelerator type)."""
-    return tensor.get_device()
-
-
 class BindingTable:
-    def __init__(self):
+    def __init__(self) -> None:
         # Re-entrant: a storage freed by a garbage collection that runs while the lock is
         # held calls _freed on the same thread.
         self._lock = threading.RLock()
-        # device index -> intervals; read directly by the shim's hot path (empty: nothing bound)
-        self.buffers: dict[int, _Intervals] = {}
+        # storage start -> record (addresses of one process differ across devices); read
+        # directly by the shim's hot paths (empty: nothing bound)
+        self.buffers: dict[int, Record] = {}
+        # device index (-1: the CPU) -> registered segments' intervals
         self.segments: dict[int, _Intervals] = {}
         self._on_freed = self._freed  # one bound method for every weak reference
 
     # -- buffers -------------------------------------------------------------------
-    def bind(self, tensor, alloc_group, site, registered=(), pool=None, block=None):
+    def bind(self, tensor: Any, alloc_group: Any, site: Any, registered: Any = (), pool: Any = None,
+             block: Any = None) -> Record | None:
         storage = tensor.untyped_storage()
-        return self.bind_storage(storage, storage.data_ptr(), storage.nbytes(), _device_key(tensor),
-                                 alloc_group, site, registered, pool, block)
+        return self.bind_storage(storage, storage.data_ptr(), storage.nbytes(), alloc_group, site, registered,
+                                 pool, block)
 
-    def bind_storage(self, storage, start, nbytes, dev, alloc_group, site, registered=(), pool=None, block=None):
-        """:meth:`bind` with the storage, its address, size and device key already known."""
+    def bind_storage(self, storage: Any, start: int, nbytes: int, alloc_group: Any, site: Any,
+                     registered: Any = (), pool: Any = None, block: Any = None) -> Record | None:
+        """:meth:`bind` with the storage, its address and size already known. A record bound
+        before at the same address is replaced (its storage was freed, or this is the same
+        memory bound again)."""
         if nbytes == 0 or start == 0:
             return None
-        rec = Record(start, start + nbytes, dev, alloc_group, site, registered, pool, block)
+        rec = Record(start, alloc_group, site, registered, pool, block)
         # One weak reference per bound storage, its callback dropping the record when the
         # storage is freed (cheaper than weakref.finalize).
         rec.ref = ref = _StorageRef(storage, self._on_freed)
         ref.record = rec
-        with self._lock:
-            table = self.buffers.get(dev)
-            if table is None:
-                table = self.buffers[dev] = _Intervals()
-            table.put(start, start + nbytes, rec)
+        self.buffers[start] = rec
         return rec
 
-    def _freed(self, ref):
+    def _freed(self, ref: _StorageRef) -> None:
+        """The storage of ``ref`` is being freed: its memory is not yet back in the allocator,
+        so no other binding of that address can come between the read and the delete."""
         rec = ref.record
         rec.ref = ref.record = None  # no cycle left for the garbage collector
-        with self._lock:
-            table = self.buffers.get(rec.device)
-            # Only a record still in the table: one replaced by a later binding of the
-            # same memory is not released again.
-            live = table is not None and table.remove(rec.start, rec)
-        if live and rec.pool is not None:
-            rec.pool._release(rec.block)
+        buffers = self.buffers
+        # Only a record still in the table: one replaced by a later binding of the same
+        # memory is not released again.
+        if buffers.get(rec.start) is rec:
+            del buffers[rec.start]
+            if rec.pool is not None:
+                rec.pool._release(rec.block)
 
-    def lookup(self, tensor):
+    def lookup(self, tensor: Any) -> tuple[Record | None, set | None]:
         """The record and the registered-segment groups of the memory ``tensor`` views."""
         buffers, segments = self.buffers, self.segments
-        if not buffers and not segments:
-            return None, None
-        dev = tensor.get_device()  # _device_key, inline: this is the shim's hot path
-        table, segs = buffers.get(dev), segments.get(dev)
-        if table is None and segs is None:
-            return None, None
-        addr = tensor.data_ptr()
-        rec = seg = None
-        if table is not None:  # _Intervals.get, inline
-            i = bisect.bisect_right(table.starts, addr) - 1
-            if i >= 0 and addr < table.ends[i]:
-                rec = table.items[i]
-        if segs is not None:
-            seg = segs.get(addr)
-        return rec, seg
+        rec = buffers.get(storage_start(tensor)) if buffers else None
+        segs = segments.get(tensor.get_device()) if segments else None
+        return rec, segs.get(tensor.data_ptr()) if segs is not None else None
 
-    def passes(self, values, pg) -> bool:
+    def passes(self, values: Any, pg: Any) -> bool:
         """Whether every tensor among ``values`` may run a collective on ``pg`` as it is: not
         bound, or allocated under ``pg`` (or under no group known) and registered with it (or
         nowhere). False for a sequence among them: its tensors need the full scan. The shim's
@@ -179,19 +171,21 @@ class BindingTable:
         buffers, segments = self.buffers, self.segments
         for t in values:
             if isinstance(t, _Tensor):
-                dev = t.get_device()
-                table, segs = buffers.get(dev), segments.get(dev)
-                if table is None and segs is None:
-                    continue
-                addr = t.data_ptr()
-                alloc, registered, seg = None, (), None
-                if table is not None:
-                    i = bisect.bisect_right(table.starts, addr) - 1
-                    if i >= 0 and addr < table.ends[i]:
-                        rec = table.items[i]
-                        alloc, registered = rec.alloc_group, rec.registered
-                if segs is not None:
-                    seg = segs.get(addr)
+                rec = seg = None
+                if buffers:  # storage_start, inline
+                    rec = buffers.get(t.data_ptr() if not t.storage_offset() else t.untyped_storage().data_ptr())
+                if segments:
+                    segs = segments.get(t.get_device())
+                    if segs is not None:  # _Intervals.get, inline
+                        addr = t.data_ptr()
+                        i = bisect.bisect_right(segs.starts, addr) - 1
+                        if i >= 0 and addr < segs.ends[i]:
+                            seg = segs.items[i]
+                if rec is None:
+                    if not seg or pg in seg:
+                        continue
+                    return False
+                alloc, registered = rec.alloc_group, rec.registered
                 if (alloc is None or alloc is pg) and (
                     (not registered and not seg) or pg in registered or (seg is not None and pg in seg)
                 ):
@@ -201,15 +195,11 @@ class BindingTable:
                 return False
         return True
 
-    def has_storage(self, tensor) -> bool:
-        table = self.buffers.get(_device_key(tensor))
-        if not table:
-            return False
-        rec = table.get(tensor.untyped_storage().data_ptr())
-        return rec is not None
+    def has_storage(self, tensor: Any) -> bool:
+        return self.buffers.get(tensor.untyped_storage().data_ptr()) is not None
 
     def buffer_count(self) -> int:
-        return sum(len(t) for t in self.buffers.values())
+        return len(self.buffers)
 
     # -- registered segments ------------------------------------------------------
     def register_segment(self, dev, start, size, group) -> None:
