@@ -33,6 +33,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -102,11 +103,32 @@ class _Group(_Argument):
 class _Binds:
     """How a call of a context binds its body: ``target(args, kwargs)`` is what it binds to
     (``_OFF``: nothing), ``start(target)`` begins the binding and returns its frame,
-    ``end(frame)`` ends it."""
+    ``end(frame)`` ends it. A pool context has ``theirs(pool)``: whether one made now would
+    bind nothing (see :func:`_pool_binds`); a context that names a group has none, and
+    ``opens``: pool contexts made while it is made or entered may be its own."""
 
     def __init__(self, target: Callable[[tuple, dict], Any], start: Callable[[Any], Any],
-                 end: Callable[[Any], None]) -> None:
-        self.target, self.start, self.end = target, start, end
+                 end: Callable[[Any], None], theirs: Callable[[Any], bool] | None = None) -> None:
+        self.target, self.start, self.end, self.theirs = target, start, end, theirs
+        self.opens = theirs is None
+
+
+class _Opening(threading.local):
+    """How many contexts that name a group this thread is making or entering: their binding
+    begins once they are entered, after what they do inside (enter ``use_mem_pool``)."""
+
+    depth = 0
+
+
+_OPENING = _Opening()
+
+
+@functools.cache
+def _lists_segments(cls: type) -> bool:
+    """Whether pools of type ``cls`` list their segments (a CUDA ``MemPool``): the shim then
+    reads their registrations from the segments, and their memory's records never carry
+    the pool's groups (see ``_registration.bind_pool``)."""
+    return callable(getattr(cls, "snapshot", None))
 
 
 def _group_binds(spec: Context, group: _Group, func: Any, leading: int) -> _Binds:
@@ -132,8 +154,14 @@ def _group_binds(spec: Context, group: _Group, func: Any, leading: int) -> _Bind
 
 
 def _pool_binds(pool: _Argument) -> _Binds:
-    """A pool context: what is allocated in its body is bound to its pool's groups."""
-    from ._binding import end_binding, start_pool_binding  # torch's side, as above
+    """A pool context: what is allocated in its body is bound to its pool's groups.
+
+    Not when the binding of an enclosing context comes first (one is open on this thread, or
+    one that names a group is being made or entered) and the pool lists its segments: its
+    frame would give the memory no group, and no registered groups either. Those pool
+    contexts get no wrapper and no frame: the engines' symmetric-memory contexts enter
+    ``use_mem_pool`` inside, so each of them would otherwise pay for two."""
+    from ._binding import binding_open, end_binding, start_pool_binding  # torch's side, as above
 
     name, at = pool.name, pool._at  # _Argument.value, written out
 
@@ -141,7 +169,10 @@ def _pool_binds(pool: _Argument) -> _Binds:
         found = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
         return _OFF if found is None else found
 
-    return _Binds(target, start_pool_binding, end_binding)
+    def theirs(pool: Any) -> bool:
+        return (_OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))
+
+    return _Binds(target, start_pool_binding, end_binding, theirs)
 
 
 class _BoundContext:
@@ -156,7 +187,14 @@ class _BoundContext:
         self._frame: Any = None
 
     def __enter__(self) -> Any:
-        entered = self._inner.__enter__()
+        if self._binds.opens:  # _opening, written out: every context's entry comes here
+            _OPENING.depth += 1
+            try:
+                entered = self._inner.__enter__()
+            finally:
+                _OPENING.depth -= 1
+        else:
+            entered = self._inner.__enter__()
         self._frame = self._binds.start(self._target)
         return entered
 
@@ -182,7 +220,7 @@ def _binds_body(cls: type) -> bool:
 def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., Any]:
     """The body of the context ``func`` returned is bound while a shim is active (and the call
     is not being compiled: torch.compile traces the original)."""
-    target = binds.target
+    target, theirs = binds.target, binds.theirs
 
     @functools.wraps(func)
     def context(*args: Any, **kwargs: Any) -> Any:
@@ -191,7 +229,9 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
         if shim is None or not _binds_body(type(cm)) or shim.compiling():
             return cm
         bound = target(args, kwargs)
-        return cm if bound is _OFF else _BoundContext(cm, binds, bound)
+        if bound is _OFF or theirs is not None and theirs(bound):
+            return cm
+        return _BoundContext(cm, binds, bound)
 
     return context
 
@@ -199,21 +239,35 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
 _BINDING = "_commgroup_lint_binding"
 
 
+def _opening(binds: _Binds, binding: bool, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, counted in ``_OPENING`` when it makes or enters a context
+    that will bind its body to a group."""
+    if not (binding and binds.opens):
+        return func(*args, **kwargs)
+    _OPENING.depth += 1
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _OPENING.depth -= 1
+
+
 def _patch_context_class(cls: type, binds: _Binds, patcher: Patcher) -> None:
     """``__init__`` notes the target; the binding spans the body, as for ``_BoundContext``."""
     init, enter, exit_ = cls.__init__, cls.__enter__, cls.__exit__
 
     def __init__(*args: Any, **kwargs: Any) -> None:
-        init(*args, **kwargs)
         target = binds.target(args, kwargs)
+        if target is _OFF or binds.theirs is not None and binds.theirs(target):
+            target = _OFF
+        _opening(binds, target is not _OFF, init, *args, **kwargs)
         try:
             vars(args[0])[_BINDING] = None if target is _OFF else [target, None]
         except TypeError:  # no __dict__: such instances are not bound
             pass
 
     def __enter__(self: Any) -> Any:
-        entered = enter(self)
         binding = getattr(self, "__dict__", {}).get(_BINDING)
+        entered = _opening(binds, binding is not None, enter, self)
         if binding is not None and binding[1] is None and _active() is not None:  # a patched base may have
             binding[1] = binds.start(binding[0])
         return entered

@@ -209,17 +209,27 @@ SELECTING = textwrap.dedent(
 )
 
 # The parts of Megatron-Core's allocator the shipped profile names, shaped like the real ones
-# (`nccl_mem(pool, enabled=True, device=None, group=None, symmetric=True)`), without CUDA.
+# (`nccl_mem(pool, enabled=True, device=None, group=None, symmetric=True)`, which makes its
+# pool context in `__init__` and enters it in `__enter__`), without CUDA: the project's
+# `use_pool` stands for `torch.cuda.use_mem_pool`.
 MEGATRON = textwrap.dedent(
     """\
+    import contextlib
+
+    from cglkeys.alloc import use_pool
+
+
     class nccl_mem:
         def __init__(self, pool, enabled=True, device=None, group=None, symmetric=True):
             self.pool, self.group = pool, group
+            self.mem_context = use_pool(pool) if enabled else contextlib.nullcontext()
 
         def __enter__(self):
+            self.mem_context.__enter__()
             return self
 
         def __exit__(self, *exc):
+            self.mem_context.__exit__(*exc)
             return False
 
 
@@ -270,6 +280,18 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 class _Pool:
     """A memory pool that cannot list its segments: bound as a whole."""
+
+
+class _SegmentPool:
+    """A memory pool that lists its segments, as a CUDA ``MemPool`` does: registered by
+    segment. Its segments are the storages of ``memory``."""
+
+    def __init__(self) -> None:
+        self.memory: list = []
+
+    def snapshot(self) -> list[dict]:
+        return [{"device": -1, "address": t.untyped_storage().data_ptr(), "total_size": t.untyped_storage().nbytes()}
+                for t in self.memory]
 
 
 def _line() -> int:
@@ -422,6 +444,38 @@ def test_a_group_context_around_a_pool_context_names_the_allocation_group(projec
         dist.all_reduce(mismatched, group=b); mismatch_at = _line()  # noqa: E702
         dist.all_reduce(reused, group=a); reuse_at = _line()  # noqa: E702
     assert _found(ctx) == [("CGL002", mismatch_line, mismatch_at, "a", "b"), ("CGL005", reuse_line, reuse_at, "b", "a")]
+
+
+def test_a_pool_listing_its_segments_inside_a_group_context_adds_no_frame(project: Path, groups) -> None:
+    """A group context that makes or enters a pool context over a pool that lists its
+    segments (SGLang-shaped `on_group`, Megatron-shaped `nccl_mem`): the memory is bound to
+    the group at its allocation line, and the pool context, whose frame would say nothing
+    more, opens none. Alone, the pool context still binds, for the allocation line."""
+    a, b = groups
+    from cglkeys import alloc
+    from megatron.core.nccl_allocator import nccl_mem
+
+    from commgroup_lint.runtime import _binding
+
+    pool, lone_pool = _SegmentPool(), _SegmentPool()
+    with runtime.enforce("report") as ctx:
+        with alloc.on_group(pool, a):
+            frames = [len(_binding._MODES.mode.frames)]
+            inner = torch.ones(4); inner_line = _line()  # noqa: E702
+        with nccl_mem(pool, group=a):
+            frames.append(len(_binding._MODES.mode.frames))
+            megatron = torch.ones(4); megatron_line = _line()  # noqa: E702
+        with alloc.use_pool(lone_pool):
+            lone = torch.ones(4); lone_line = _line()  # noqa: E702
+        pool.memory, lone_pool.memory = [inner, megatron], [lone]
+        alloc.bind_pool(pool, [a, b])
+        alloc.bind_pool(lone_pool, [a])
+        dist.all_reduce(inner, group=b); inner_at = _line()  # noqa: E702
+        dist.all_reduce(megatron, group=b); megatron_at = _line()  # noqa: E702
+        dist.all_reduce(lone, group=b); lone_at = _line()  # noqa: E702
+    assert frames == [1, 1]
+    assert _found(ctx) == [("CGL002", inner_line, inner_at, "a", "b"), ("CGL002", megatron_line, megatron_at, "a", "b"),
+                           ("CGL002", lone_line, lone_at, "a", "b")]
 
 
 def test_megatron_pool_context_and_pool_binding(project: Path, groups) -> None:
