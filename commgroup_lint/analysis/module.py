@@ -9,8 +9,10 @@ module-level values), and a constructor's parameter stands for the group it will
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
@@ -21,6 +23,7 @@ from commgroup_lint.analysis.facts import (
 )
 from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
 from commgroup_lint.analysis.names import ImportTable
+from commgroup_lint.analysis.recording import Lookups, Recorder
 
 ClassInfo = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Value], ...], tuple[str, ...]]
 """(qualified bases, names of the methods it defines, what its methods store on `self` that a
@@ -29,14 +32,110 @@ order: a record's fields)."""
 _SHARED_SCOPES = (QUANTITY, GLOBAL, SELF)
 
 
-def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: str = "") -> list[FunctionFacts]:
-    """The facts of the module's top level and of every function and method in it."""
+def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: str = "",
+                   memo: StepMemo | None = None) -> list[FunctionFacts]:
+    """The facts of the module's top level and of every function and method in it. With a
+    `memo`, each step is recorded there and a step of its last analysis is reused where it holds."""
     classes = module_classes(module, imports)
+    analysis = _ModuleAnalysis(api, imports, display, classes, memo or StepMemo(None))
     top = FunctionFacts(imports.module, None, None)
-    names: dict = {}  # module-level names' values, shared by every function of this analysis
-    FunctionFlow(api, Scope(imports, None, display, False, classes, names), top).run(module.body)
-    analysis = _ModuleAnalysis(api, imports, display, classes, names)
+    top = analysis.memo.run(imports.module, None, partial(analysis.flow, top, module.body, (), None, False, None)).facts
     return [top, *analysis.body(module.body, imports.module, None, {})]
+
+
+@dataclass
+class Step:
+    """One function's dataflow within a module's analysis: what it started from (`inputs`: the
+    attributes of `self` its class's other methods leave, or its enclosing function's
+    closure), the `Api` answers it asked for, and what it found."""
+
+    qualname: str
+    inputs: Env | None  # of a method, only the attributes its body names (`self.x`) can change it
+    lookups: Lookups
+    facts: FunctionFacts
+    env: Env  # its variables at the end: the closure of the functions nested in it
+    names: frozenset[str] | None = None  # a method's `self.x` keys its body names (see `attributes_named`)
+    extra: Any = None  # what the caller derived from the facts (the index's summaries), reused with them
+    _closure: Env | None = None
+
+    @property
+    def closure(self) -> Env:
+        """What the functions nested in it see of its variables."""
+        if self._closure is None:
+            self._closure = {k: v for k, v in self.env.items() if all(isinstance(f, _CLOSURE) for f in v)}
+        return self._closure
+
+
+class StepMemo:
+    """The steps of one analysis of a module, in order, and those of its last analysis: a
+    step whose inputs are the same and whose lookups all get the same answer is reused, so a
+    re-analysis (a callee's summary changed) redoes only the functions that asked about it.
+    Without a recorder nothing is logged or reused."""
+
+    def __init__(self, recorder: Recorder | None, previous: StepMemo | None = None) -> None:
+        self.recorder = recorder
+        self.previous: Sequence[Step] = previous.steps if previous is not None else ()
+        # what the IR alone decides (a body's definitions, which methods store on `self`), by node
+        self.shapes: dict[tuple[int, str], Any] = previous.shapes if previous is not None else {}
+        self.steps: list[Step] = []
+
+    def shape(self, node: object, what: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`, worked out once per IR node (the nodes live as long as the memo's IR)."""
+        key = (id(node), what)
+        found = self.shapes.get(key)
+        if found is None:
+            found = self.shapes[key] = compute()
+        return found
+
+    def run(self, qualname: str, inputs: Env | None, compute: Callable[[], tuple[FunctionFacts, Env]],
+            method: ir.FunctionDef | None = None) -> Step:
+        """The step's result: the last analysis's where it holds, else `compute()`'s. A `method`'s
+        inputs (its class's attributes) count only where its body names them."""
+        recorder = self.recorder
+        if recorder is None:
+            facts, env = compute()
+            return Step(qualname, inputs, {}, facts, env)
+        at = len(self.steps)
+        old = self.previous[at] if at < len(self.previous) else None
+        if old is not None and old.qualname == qualname and _same_inputs(old, inputs, method) \
+                and recorder.valid(old.lookups):
+            step = old
+        else:
+            with recorder.recording() as log:
+                facts, env = compute()
+            step = Step(qualname, inputs, log, facts, env)
+        self.steps.append(step)
+        return step
+
+
+def _same_inputs(old: Step, inputs: Env | None, method: ir.FunctionDef | None) -> bool:
+    if old.inputs == inputs:
+        return True
+    if method is None or old.inputs is None or inputs is None:
+        return False
+    if old.names is None:  # worked out once, the first time a method's inputs differ
+        old.names = attributes_named(method)
+    names = old.names
+    return all(old.inputs.get(key) == inputs.get(key) for key in names)
+
+
+def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
+    """The `self.x` keys a method's body (nested functions included) names through its first
+    parameter: the only attributes of `self` its dataflow can read."""
+    if not fn.params:
+        return frozenset()
+    me = fn.params[0].name
+    found: set[str] = set()
+    stack: list[Any] = [fn.body, fn.params]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (tuple, list)):
+            stack.extend(item)
+        elif isinstance(item, ir.Attr) and isinstance(item.value, ir.Name) and item.value.id == me:
+            found.add(f"self.{item.attr}")
+        elif hasattr(item, "__slots__"):
+            stack.extend(getattr(item, slot) for slot in item.__slots__)
+    return frozenset(found)
 
 
 def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassInfo]:
@@ -57,25 +156,36 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
 
 class _ModuleAnalysis:
     def __init__(self, api: Api, imports: ImportTable, display: str, classes: dict[str, ClassInfo],
-                 names: dict) -> None:
-        self.api, self.imports, self.display, self.classes, self.names = api, imports, display, classes, names
+                 memo: StepMemo) -> None:
+        self.api, self.imports, self.display, self.classes, self.memo = api, imports, display, classes, memo
         self.stores: dict[str, Env] = {}  # class -> what its methods store on `self`
+        self.names: dict = {}  # see `flow`
 
     def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
              top_level: bool = True) -> Iterator[FunctionFacts]:
-        for fn in _definitions(body, ir.FunctionDef):
+        functions, classes = self.memo.shape(body, "definitions", lambda: (
+            tuple(_definitions(body, ir.FunctionDef)), tuple(_definitions(body, ir.ClassDef))))
+        for fn in functions:
             is_method = cls is not None and not _is_static(fn)
             by_name = top_level and (cls is None or _is_static_or_class_method(fn))
-            facts = FunctionFacts(f"{prefix}.{fn.name}", fn, _short(cls), by_name, cls)
+            qualname = f"{prefix}.{fn.name}"
             shared = seed if is_method or not top_level else {}  # `self` attributes, or a closure
-            flow = FunctionFlow(self.api, self.scope(cls, is_method), facts, fn.params, shared)
-            flow.run(fn.body)
-            yield facts
+            facts = FunctionFacts(qualname, fn, _short(cls), by_name, cls)
+            step = self.memo.run(qualname, shared, partial(self.flow, facts, fn.body, fn.params, cls, is_method, shared),
+                                 fn if is_method else None)
+            yield step.facts
             # a nested function sees what its enclosing function chose (closures)
-            closure = {k: v for k, v in flow.env.items() if all(isinstance(f, _CLOSURE) for f in v)}
-            yield from self.body(fn.body, facts.qualname, None, closure, top_level=False)
-        for klass in _definitions(body, ir.ClassDef):
+            yield from self.body(fn.body, qualname, None, step.closure, top_level=False)
+        for klass in classes:
             yield from self.klass(klass, f"{prefix}.{klass.name}", top_level)
+
+    def flow(self, facts: FunctionFacts, body: Sequence[ir.Stmt], params: Sequence[ir.Param], cls: str | None,
+             is_method: bool, seed: Env | None) -> tuple[FunctionFacts, Env]:
+        """Run the dataflow of one function (or of the module's top level) into `facts`."""
+        self.names = {}  # module-level names' values, remembered within one step (its lookups are its own)
+        flow = FunctionFlow(self.api, self.scope(cls, is_method), facts, params, seed)
+        flow.run(body)
+        return facts, flow.env
 
     def imported_attributes(self, cls: str) -> list[tuple[str, Value]]:
         """What a class of another module (and its own bases) stores on `self`, as indexed."""
@@ -100,12 +210,16 @@ class _ModuleAnalysis:
             inherited = self.stores[base].items() if base in self.stores else self.imported_attributes(base)
             for key, value in inherited:
                 seed[key] = seed.get(key, frozenset()) | value
-        for fn in _definitions(klass.body, ir.FunctionDef):
-            if _is_static(fn) or not _stores_on_self(fn):
-                continue
-            facts = FunctionFacts(f"{qualname}.{fn.name}", fn, klass.name, False, qualname)
-            FunctionFlow(self.api, self.scope(qualname, True), facts, fn.params, dict(seed)).run(fn.body)
-            for key, value in facts.stores.items():
+        storing = self.memo.shape(klass, "storing", lambda: tuple(
+            fn for fn in _definitions(klass.body, ir.FunctionDef) if not _is_static(fn) and _stores_on_self(fn)))
+        for fn in storing:
+            # what the method leaves on `self`, for the class's other methods (its facts are found below)
+            method = f"{qualname}.{fn.name}"
+            before = dict(seed)
+            facts = FunctionFacts(method, fn, klass.name, False, qualname)
+            stores = self.memo.run(method, before, partial(self.flow, facts, fn.body, fn.params, qualname, True, before),
+                                   fn).facts.stores
+            for key, value in stores.items():
                 shared = shareable(value, fn)
                 if shared:
                     seed[key] = seed.get(key, frozenset()) | shared

@@ -30,9 +30,9 @@ from commgroup_lint.analysis.facts import (
 )
 from commgroup_lint.analysis.conditions import PARAM, SIZE, kind, relation_key
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
-from commgroup_lint.analysis.module import ClassInfo, analyze_module, class_attributes, module_classes
+from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
-from commgroup_lint.analysis.recording import Lookups, Recorder
+from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.verdict import mismatches
 from commgroup_lint.parsing import ParseFailure, lower
 
@@ -273,6 +273,7 @@ class SummaryIndex:
         self.api = api
         self.frontend = frontend
         self._analyze = analyze or analyze_module
+        self._memos: dict[str, tuple[IndexedModule, StepMemo]] = {}  # each module's last analysis, function by function
         self.recorder = recorder or Recorder(api)
         self.memo = memo
         self.summaries: dict[str, b.Behaviour] = {}
@@ -410,24 +411,39 @@ class SummaryIndex:
         return None
 
     def analyse(self, display: str) -> ModuleAnalysis:
+        """The module's analysis under the `Api` as it is now: the functions of its last
+        analysis whose lookups still hold are kept (with their summaries), the others analysed again."""
         m = self.module(display)
-        with self.recorder.recording() as log:
-            facts = self._analyze(m.module, m.imports, self.api, m.display)
-            entries = tuple(
-                FunctionEntry(
-                    f.qualname,
-                    None if f.node is None else tuple(p.name for p in f.node.params),
-                    summarise(f, m.display, self.api, m.imports),
-                    frozenset(f.wanted), frozenset(f.passes_params_to), f.callable_by_name,
-                )
-                for f in facts
-            )
+        previous = self._memos.get(display)
+        memo = StepMemo(self.recorder, previous[1] if previous is not None and previous[0] is m else None)
+        with self.recorder.recording() as outside:  # what no single function asked (a class's inherited attributes)
+            facts = self._analyze(m.module, m.imports, self.api, m.display, memo)
+        kept = {id(f) for f in facts}  # not the passes that only learn what a method stores on `self`
+        found = []
+        for step in memo.steps:
+            if id(step.facts) in kept:
+                if step.extra is None:
+                    with self.recorder.recording(step.lookups):
+                        step.extra = self._summarised(step.facts, m)
+                found.append(step.extra)
+        self._memos[display] = (m, memo)
         attributes = class_attributes(facts)
         classes = tuple((name, (bases, methods, attributes.get(name, ()), fields))
                         for name, (bases, methods, _, fields) in module_classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
-        return ModuleAnalysis(entries, log, facts, classes, _misuses(facts, m.display, self.api), m.imports.module, imported,
-                              _exports(m.imports))
+        return ModuleAnalysis(tuple(entry for entry, _ in found), merged(outside, *(step.lookups for step in memo.steps)),
+                              facts, classes, tuple(sorted({x for _, misuses in found for x in misuses})),
+                              m.imports.module, imported, _exports(m.imports))
+
+    def _summarised(self, facts: FunctionFacts, m: IndexedModule) -> tuple[FunctionEntry, tuple[tuple[str, str], ...]]:
+        """A function's summary, and the hidden-group helpers whose memory it misuses."""
+        entry = FunctionEntry(
+            facts.qualname,
+            None if facts.node is None else tuple(p.name for p in facts.node.params),
+            summarise(facts, m.display, self.api, m.imports),
+            frozenset(facts.wanted), frozenset(facts.passes_params_to), facts.callable_by_name,
+        )
+        return entry, _misuses([facts], m.display, self.api)
 
     def _settle(self, rounds: int, fresh_only: bool = False) -> None:
         """Analyse the modules whose analysis is no longer valid (`fresh_only`: only those never
