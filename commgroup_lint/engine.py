@@ -18,7 +18,6 @@ import gc
 import os
 import re
 import time
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -215,7 +214,7 @@ class Linter:
                 result.sources[display] = file.source.text
             if any(f.fix is not None for f in findings):
                 source = file.source
-                result.fixable[display] = replace(source, raw=source.encode(source.text)) if file.exact else source
+                result.fixable[display] = source
             if caching:
                 records.append((display, self._record(file, mentions, check, started)))
             progress()
@@ -307,19 +306,17 @@ class Linter:
 class Mentions:
     """Which gate words each file names as a whole word, searched for once per word.
 
-    All the texts are joined (in chunks) and each word is found with one substring search,
-    which is far cheaper than a regular expression per file; a hit is confirmed as a whole
-    word (`\\bword\\b`) in the file it falls in. What an unchanged file was found to name in
-    the last run (`known`, from the cache) is not searched again. A word with `anchors` counts
-    only in a file that names one of them too (`rendezvous` beside `_symmetric_memory`).
+    Each word is a substring search in each file's UTF-8 bytes (as read: no copy), far cheaper
+    than a regular expression per file; a hit is confirmed as a whole word (`\\bword\\b`). What
+    an unchanged file was found to name in the last run (`known`, from the cache) is not
+    searched again. A word with `anchors` counts only in a file that names one of them too
+    (`rendezvous` beside `_symmetric_memory`).
     """
 
-    CHUNK = 8 << 20  # characters joined at a time (bounds the extra memory)
-
-    def __init__(self, texts: dict[str, str],
+    def __init__(self, texts: Mapping[str, str | bytes],
                  known: dict[str, tuple[frozenset[str], frozenset[str]]] | None = None,
                  anchors: dict[str, frozenset[str]] | None = None) -> None:
-        self.texts = texts
+        self.texts = texts  # str, or UTF-8 bytes (`SourceFile.utf8`)
         self.anchors = anchors or {}
         known = known or {}
         self.checked: dict[str, set[str]] = {d: set(known[d][0]) if d in known else set() for d in texts}
@@ -352,38 +349,56 @@ class Mentions:
         return checked, frozenset(self.found[display])
 
     def _scan(self, displays: list[str], words: frozenset[str]) -> None:
-        texts, found = self.texts, self.found
-        i = 0
-        while i < len(displays):
-            chunk: list[str] = []
-            starts: list[int] = []
-            size = 0
-            while i < len(displays) and (not chunk or size < self.CHUNK):
-                chunk.append(displays[i])
-                starts.append(size)
-                size += len(texts[displays[i]]) + 1
-                i += 1
-            joined = "\0".join(texts[d] for d in chunk)
-            for word in words:
-                at = joined.find(word)
-                while at != -1:
-                    k = bisect_right(starts, at) - 1
-                    if _whole_word_at(joined, at, len(word)):
-                        found[chunk[k]].add(word)
-                        at = joined.find(word, starts[k + 1]) if k + 1 < len(starts) else -1
-                    else:
-                        at = joined.find(word, at + 1)
-            for d in chunk:
-                self.checked[d] |= words
+        needles = [(word, word.encode()) for word in words]
+        for d in displays:
+            text = self.texts[d]
+            data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+            found = self.found[d]
+            for word, needle in needles:
+                if needle in data and _names_word(data, needle):
+                    found.add(word)
+            self.checked[d] |= words
 
 
-def _whole_word_at(text: str, at: int, length: int) -> bool:
-    """Whether the identifier found at `at` is a whole word there (as `\\bword\\b`; the texts are
-    joined with NUL, which is no word character)."""
-    before = text[at - 1] if at else " "
-    end = at + length
-    after = text[end] if end < len(text) else " "
-    return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
+def _names_word(data: bytes, needle: bytes) -> bool:
+    at = data.find(needle)
+    while at != -1:
+        if _whole_word_at(data, at, len(needle)):
+            return True
+        at = data.find(needle, at + 1)
+    return False
+
+
+_ASCII_WORD = frozenset(b"_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _whole_word_at(data: bytes, at: int, length: int) -> bool:
+    """Whether the identifier found at `at` is a whole word there (as `\\bword\\b` on the text)."""
+    return not (at and _word_char_ending(data, at - 1)) and not (at + length < len(data) and _word_char_starting(data, at + length))
+
+
+def _word_char_ending(data: bytes, end: int) -> bool:
+    """Whether the character whose last byte is at `end` is a word character."""
+    byte = data[end]
+    if byte < 0x80:
+        return byte in _ASCII_WORD
+    start = end
+    while start > 0 and end - start < 3 and data[start] & 0xC0 == 0x80:  # back to the lead byte
+        start -= 1
+    return _is_word(data[start:end + 1])
+
+
+def _word_char_starting(data: bytes, start: int) -> bool:
+    byte = data[start]
+    if byte < 0x80:
+        return byte in _ASCII_WORD
+    size = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+    return _is_word(data[start:start + size])
+
+
+def _is_word(encoded: bytes) -> bool:
+    char = encoded.decode("utf-8", "replace")[:1]
+    return char.isalnum() or char == "_"
 
 
 def _cache_key(display: str) -> str:
@@ -431,22 +446,16 @@ class _File:
     """A file to check: read already, or (its `stat` unchanged since the cache recorded its
     content hash) read when first asked for, and then held to that hash."""
 
-    __slots__ = ("path", "display", "digest", "stat", "record", "reported", "exact", "_source")
+    __slots__ = ("path", "display", "digest", "stat", "record", "reported", "_source")
 
     def __init__(self, path: Path, display: str, digest: bytes, stat: Stat | None, record: FileRecord | None,
                  reported: bool = True) -> None:
         self.path, self.display, self.digest, self.stat = path, display, digest, stat
         self.record = record  # the cache's record of this content, if any
         self.reported = reported  # False: a context file, indexed but not checked
-        self.exact = False  # the text encodes back to the bytes exactly (they were dropped)
         self._source: SourceFile | None = None
 
     def hold(self, read: SourceFile) -> None:
-        # The raw bytes are needed again only to write a fix; most files encode back to them
-        # exactly, so those are dropped now and made again for the files with a fix.
-        if read.raw and read.encode(read.text) == read.raw:
-            read = replace(read, raw=b"")
-            self.exact = True
         self._source = read
 
     @property
@@ -491,14 +500,14 @@ def _same_text(indexed: ModuleSource, source: SourceFile) -> bool:
         return False
 
 
-class _Texts(Mapping[str, str]):
-    """The files' texts by display path for `Mentions`, each read only when searched."""
+class _Texts(Mapping[str, bytes]):
+    """The files' UTF-8 bytes by display path for `Mentions`, each read only when searched."""
 
     def __init__(self, files: dict[str, _File]) -> None:
         self._files = files
 
-    def __getitem__(self, display: str) -> str:
-        return self._files[display].source.text
+    def __getitem__(self, display: str) -> bytes:
+        return self._files[display].source.utf8
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._files)

@@ -57,6 +57,13 @@ class SourceFile:
         return position(self.line_starts, offset)
 
     @cached_property
+    def utf8(self) -> bytes:
+        """The text in UTF-8: the bytes as read when that is what they are (no copy)."""
+        if self.raw and self.encoding in ("utf-8", "utf-8-sig"):
+            return self.raw
+        return self.text.encode("utf-8", "surrogatepass")
+
+    @cached_property
     def newline(self) -> str:
         return "\r\n" if "\r\n" in self.text else "\n"
 
