@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 
-@dataclass(frozen=True)
-class Span:
-    """Source range: 1-based lines, 0-based character columns, end exclusive."""
+class Span(NamedTuple):
+    """Source range: 1-based lines, 0-based character columns, end exclusive. (A named tuple:
+    one is made for every node of every file lowered, and a tuple is the cheapest to make.)"""
 
     line: int
     col: int

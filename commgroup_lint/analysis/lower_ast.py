@@ -19,7 +19,7 @@ class _AstLowerer:
     def __init__(self, text: str) -> None:
         self._depth = 0
         # only \n, \r\n and \r end a line for the tokenizer (not \f or \x1c as for str.splitlines)
-        self._lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
+        self._lines = text.split("\n") if "\r" not in text else re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
         # the lines where a byte column is not a character column (most files have none)
         self._wide = frozenset(i + 1 for i, line in enumerate(self._lines) if not line.isascii()) if not text.isascii() \
             else frozenset()
@@ -30,14 +30,14 @@ class _AstLowerer:
             return byte_col
         return len(self._lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
-    def span(self, node: ast.AST) -> ir.Span:
-        line = getattr(node, "lineno", 0)
-        end_line = getattr(node, "end_lineno", line) or line
-        col = getattr(node, "col_offset", 0)
-        end_col = getattr(node, "end_col_offset", 0) or 0
+    def span(self, node: ast.expr | ast.stmt | ast.arg) -> ir.Span:
+        line = node.lineno
+        end_line = node.end_lineno or line
+        col = node.col_offset
+        end_col = node.end_col_offset or 0
         if self._wide:
             col, end_col = self._col(line, col), self._col(end_line, end_col)
-        return ir.Span(line, col, end_line, end_col)
+        return _make_span((line, col, end_line, end_col))
 
     # Nesting is counted while lowering (expressions and statements together) and a file
     # deeper than MAX_NESTING is refused here: the dataflow recurses over the IR too, and a
@@ -48,12 +48,12 @@ class _AstLowerer:
             raise RecursionError(f"nested more than {MAX_NESTING} levels deep")
 
     # expressions
+    # (no `finally`: an error ends the whole lowering, so the count need not be restored then)
     def expr(self, node: ast.expr | None) -> ir.Expr:
         self._enter()
-        try:
-            return self._expr(node)
-        finally:
-            self._depth -= 1
+        lowered = self._expr(node)
+        self._depth -= 1
+        return lowered
 
     def _expr(self, node: ast.expr | None) -> ir.Expr:
         if node is None:
@@ -102,10 +102,9 @@ class _AstLowerer:
 
     def stmt(self, node: ast.stmt) -> ir.Stmt:
         self._enter()
-        try:
-            return self._stmt(node)
-        finally:
-            self._depth -= 1
+        lowered = self._stmt(node)
+        self._depth -= 1
+        return lowered
 
     def _stmt(self, node: ast.stmt) -> ir.Stmt:
         span = self.span(node)
@@ -172,8 +171,7 @@ class _AstLowerer:
             params.append(ir.Param("**" + a.kwarg.arg, None, self.span(a.kwarg)))
         # the `def` line up to the end of the name, as the libcst front end spans it
         header = self._lines[node.lineno - 1] if node.lineno <= len(self._lines) else ""
-        name = re.search(rf"\bdef\s+({re.escape(node.name)})\b", header)
-        name_end = name.end(1) if name else span.col
+        name_end = _name_end(header, span.col, node.name)
         def_span = ir.Span(node.lineno, span.col, node.lineno, name_end)
         return ir.FunctionDef(
             node.name, tuple(params), self.body(node.body), tuple(self.expr(d) for d in node.decorator_list), def_span
@@ -182,6 +180,24 @@ class _AstLowerer:
     def match(self, node: ast.stmt) -> ir.Stmt:
         cases = [self.body(case.body) for case in node.cases]  # type: ignore[attr-defined]
         return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))  # type: ignore[attr-defined]
+
+
+_make_span = ir.Span._make  # without the generated `__new__`'s extra call
+
+
+def _name_end(header: str, col: int, name: str) -> int:
+    """Where the function's name ends on its `def` line (`col`, where the `def` or `async`
+    starts, if the name is not on that line)."""
+    at = header.find("def", col)
+    if at == -1:
+        return col
+    start = at + 3
+    while start < len(header) and header[start] in " \t":
+        start += 1
+    end = start + len(name)
+    if start == at + 3 or not header.startswith(name, start) or (end < len(header) and (header[end].isalnum() or header[end] == "_")):
+        return col
+    return end
 
 
 def lower_ast(tree: ast.Module, text: str) -> ir.Module:
