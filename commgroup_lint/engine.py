@@ -18,7 +18,7 @@ import gc
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +30,7 @@ from commgroup_lint.analysis.summaries import IndexedModule, ModuleAnalysis, Mod
 from commgroup_lint import suppressions
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
+from commgroup_lint.forked import in_halves
 from commgroup_lint.model import Confidence, Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
@@ -350,13 +351,17 @@ class Mentions:
 
     def _scan(self, displays: list[str], words: frozenset[str]) -> None:
         needles = [(word, word.encode()) for word in words]
-        for d in displays:
-            text = self.texts[d]
-            data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-            found = self.found[d]
-            for word, needle in needles:
-                if needle in data and _names_word(data, needle):
-                    found.add(word)
+
+        def search(part: Sequence[str]) -> list[list[str]]:
+            out = []
+            for d in part:
+                text = self.texts[d]
+                data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+                out.append([word for word, needle in needles if needle in data and _names_word(data, needle)])
+            return out
+
+        for d, named in zip(displays, in_halves(displays, search)):
+            self.found[d].update(named)
             self.checked[d] |= words
 
 

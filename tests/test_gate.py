@@ -29,3 +29,29 @@ def test_a_word_counts_where_the_regular_expression_finds_it(as_bytes: bool) -> 
     expected = {d for d, t in TEXTS.items() if re.search(rf"\b{WORD}\b", t)}
     assert Mentions(texts)(list(texts), {WORD}) == expected
     assert expected == {"plain.py", "wide_paren.py", "emoji.py", "start.py", "later.py"}
+
+
+def test_a_search_split_with_a_forked_child_finds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from commgroup_lint import forked
+
+    texts = {f"{i}_{d}": t for i in range(3) for d, t in TEXTS.items()}
+    alone = Mentions(texts)(list(texts), {WORD, "never_named"})
+    monkeypatch.setattr(forked, "MIN_ITEMS", 2)
+    assert Mentions(texts)(list(texts), {WORD, "never_named"}) == alone
+    assert len(alone) == 15
+
+
+def test_a_child_that_fails_leaves_its_half_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from commgroup_lint import forked
+
+    parent = os.getpid()
+
+    def work(part: list[int]) -> list[int]:
+        if os.getpid() != parent:
+            raise RuntimeError("the child fails")
+        return [n * n for n in part]
+
+    monkeypatch.setattr(forked, "MIN_ITEMS", 2)
+    assert forked.in_halves(list(range(10)), work) == [n * n for n in range(10)]
