@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from commgroup_lint.analysis import ir
 
@@ -59,42 +60,55 @@ class _AstLowerer:
         if node is None:
             return ir.Const(None)
         span = self.span(node)
-        if isinstance(node, ast.Name):
-            return ir.Name(node.id, span)
-        if isinstance(node, ast.Attribute):
-            return ir.Attr(self.expr(node.value), node.attr, span)
-        if isinstance(node, ast.Call):
-            args = [
-                ir.Arg(self.expr(a.value), star="*") if isinstance(a, ast.Starred) else ir.Arg(self.expr(a))
-                for a in node.args
-            ]
-            args += [ir.Arg(self.expr(k.value), k.arg, "" if k.arg else "**") for k in node.keywords]
-            return ir.Call(self.expr(node.func), tuple(args), span, node)
-        if isinstance(node, ast.Subscript):
-            index = None if isinstance(node.slice, (ast.Slice, ast.Tuple)) else self.expr(node.slice)
-            return ir.Subscript(self.expr(node.value), index, span)
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return ir.TupleExpr(tuple(self.expr(e) for e in node.elts), span)
-        if isinstance(node, ast.IfExp):
-            return ir.IfExpr(self.expr(node.test), self.expr(node.body), self.expr(node.orelse), span)
-        if isinstance(node, ast.Compare):
-            ops = tuple(_COMPARE_OPS[type(op)] for op in node.ops)
-            return ir.Compare(self.expr(node.left), ops, tuple(self.expr(c) for c in node.comparators), span)
-        if isinstance(node, ast.BoolOp):
-            op = "and" if isinstance(node.op, ast.And) else "or"
-            return ir.BoolOp(op, tuple(self.expr(v) for v in node.values), span)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return ir.Not(self.expr(node.operand), span)
-        if isinstance(node, ast.Constant):
-            return ir.Const(node.value, span)
-        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
-            return ir.NamedExpr(node.target.id, self.expr(node.value), span)
-        if isinstance(node, ast.Starred):
-            return ir.Starred(self.expr(node.value), span)
-        if isinstance(node, ast.Await):
-            return self.expr(node.value)
+        kind = type(node)
+        if kind is ast.Name:
+            return ir.Name(node.id, span)  # type: ignore[attr-defined]
+        if kind is ast.Attribute:
+            return ir.Attr(self.expr(node.value), node.attr, span)  # type: ignore[attr-defined]
+        if kind is ast.Call:
+            return self.call(node, span)  # type: ignore[arg-type]
+        if kind is ast.Constant:
+            return ir.Const(node.value, span)  # type: ignore[attr-defined]
+        lower = _EXPRESSIONS.get(kind)
+        if lower is not None:
+            return lower(self, node, span)
+        if kind is ast.UnaryOp and isinstance(node.op, ast.Not):  # type: ignore[attr-defined]
+            return ir.Not(self.expr(node.operand), span)  # type: ignore[attr-defined]
+        if kind is ast.NamedExpr and isinstance(node.target, ast.Name):  # type: ignore[attr-defined]
+            return ir.NamedExpr(node.target.id, self.expr(node.value), span)  # type: ignore[attr-defined]
+        if kind is ast.Await:
+            return self.expr(node.value)  # type: ignore[attr-defined]
         children = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
-        return ir.OtherExpr(children, span, isinstance(node, (ast.BinOp, ast.UnaryOp)))
+        return ir.OtherExpr(children, span, kind is ast.BinOp or kind is ast.UnaryOp)
+
+    def call(self, node: ast.Call, span: ir.Span) -> ir.Call:
+        args = [
+            ir.Arg(self.expr(a.value), star="*") if isinstance(a, ast.Starred) else ir.Arg(self.expr(a))
+            for a in node.args
+        ]
+        args += [ir.Arg(self.expr(k.value), k.arg, "" if k.arg else "**") for k in node.keywords]
+        return ir.Call(self.expr(node.func), tuple(args), span, node)
+
+    def subscript(self, node: ast.Subscript, span: ir.Span) -> ir.Subscript:
+        index = None if isinstance(node.slice, (ast.Slice, ast.Tuple)) else self.expr(node.slice)
+        return ir.Subscript(self.expr(node.value), index, span)
+
+    def sequence(self, node: ast.Tuple | ast.List, span: ir.Span) -> ir.TupleExpr:
+        return ir.TupleExpr(tuple(self.expr(e) for e in node.elts), span)
+
+    def if_expr(self, node: ast.IfExp, span: ir.Span) -> ir.IfExpr:
+        return ir.IfExpr(self.expr(node.test), self.expr(node.body), self.expr(node.orelse), span)
+
+    def compare(self, node: ast.Compare, span: ir.Span) -> ir.Compare:
+        ops = tuple(_COMPARE_OPS[type(op)] for op in node.ops)
+        return ir.Compare(self.expr(node.left), ops, tuple(self.expr(c) for c in node.comparators), span)
+
+    def bool_op(self, node: ast.BoolOp, span: ir.Span) -> ir.BoolOp:
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        return ir.BoolOp(op, tuple(self.expr(v) for v in node.values), span)
+
+    def starred(self, node: ast.Starred, span: ir.Span) -> ir.Starred:
+        return ir.Starred(self.expr(node.value), span)
 
     # statements
     def body(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
@@ -182,6 +196,11 @@ class _AstLowerer:
         return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))  # type: ignore[attr-defined]
 
 
+_EXPRESSIONS: dict[type, Any] = {
+    ast.Subscript: _AstLowerer.subscript, ast.Tuple: _AstLowerer.sequence, ast.List: _AstLowerer.sequence,
+    ast.IfExp: _AstLowerer.if_expr, ast.Compare: _AstLowerer.compare, ast.BoolOp: _AstLowerer.bool_op,
+    ast.Starred: _AstLowerer.starred,
+}
 _make_span = ir.Span._make  # without the generated `__new__`'s extra call
 
 

@@ -54,7 +54,6 @@ class Step:
     lookups: Lookups
     facts: FunctionFacts
     env: Env  # its variables at the end: the closure of the functions nested in it
-    names: frozenset[str] | None = None  # a method's `self.x` keys its body names (see `attributes_named`)
     extra: Any = None  # what the caller derived from the facts (the index's summaries), reused with them
     _closure: Env | None = None
 
@@ -97,7 +96,7 @@ class StepMemo:
             return Step(qualname, inputs, {}, facts, env)
         at = len(self.steps)
         old = self.previous[at] if at < len(self.previous) else None
-        if old is not None and old.qualname == qualname and _same_inputs(old, inputs, method) \
+        if old is not None and old.qualname == qualname and self._same_inputs(old.inputs, inputs, method) \
                 and recorder.valid(old.lookups):
             step = old
         else:
@@ -107,16 +106,13 @@ class StepMemo:
         self.steps.append(step)
         return step
 
-
-def _same_inputs(old: Step, inputs: Env | None, method: ir.FunctionDef | None) -> bool:
-    if old.inputs == inputs:
-        return True
-    if method is None or old.inputs is None or inputs is None:
-        return False
-    if old.names is None:  # worked out once, the first time a method's inputs differ
-        old.names = attributes_named(method)
-    names = old.names
-    return all(old.inputs.get(key) == inputs.get(key) for key in names)
+    def _same_inputs(self, old: Env | None, new: Env | None, method: ir.FunctionDef | None) -> bool:
+        if old == new:
+            return True
+        if method is None or old is None or new is None:
+            return False
+        names = self.shape(method, "self attributes", partial(attributes_named, method))
+        return all(old.get(key) == new.get(key) for key in names)
 
 
 def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
@@ -129,13 +125,24 @@ def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
     stack: list[Any] = [fn.body, fn.params]
     while stack:
         item = stack.pop()
-        if isinstance(item, (tuple, list)):
+        kind = type(item)
+        if kind is tuple or kind is list:
             stack.extend(item)
-        elif isinstance(item, ir.Attr) and isinstance(item.value, ir.Name) and item.value.id == me:
+        elif kind is ir.Attr and type(item.value) is ir.Name and item.value.id == me:
             found.add(f"self.{item.attr}")
-        elif hasattr(item, "__slots__"):
-            stack.extend(getattr(item, slot) for slot in item.__slots__)
+        else:
+            fields = _IR_FIELDS.get(kind)
+            if fields:
+                stack.extend([getattr(item, name) for name in fields])
     return frozenset(found)
+
+
+# each IR node type's fields that hold other nodes (not its span, nor its front end's node)
+_IR_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(name for name in kind.__slots__ if name not in ("span", "source"))
+    for kind in vars(ir).values()
+    if isinstance(kind, type) and kind.__module__ == ir.__name__ and "__slots__" in vars(kind) and kind is not ir.Span
+}
 
 
 def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassInfo]:
