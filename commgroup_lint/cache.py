@@ -6,7 +6,8 @@ of them starts from nothing. Inside, per checked file (by its path) and its cont
 
 - the gate words searched for in it and the ones it names (so an unchanged file is not
   searched again);
-- the index's analysis of it (summaries, wanted helpers), with the `Api` lookups it made;
+- the index's analysis of it (summaries, wanted helpers), with the `Api` lookups it made, the
+  hop of the index that added it and which analysis it ended with (the next run starts there);
 - its findings (fixes included), with every `Api` lookup its analysis and rules made.
 
 A record is reused only for the same content, and an analysis or findings only while each
@@ -49,7 +50,7 @@ from commgroup_lint.files import write_atomically
 from commgroup_lint.model import Finding
 
 DIRECTORY = ".commgroup_lint_cache"
-_MAGIC = b"commgroup-lint cache 3\n"
+_MAGIC = b"commgroup-lint cache 4\n"
 _DIGEST = 32
 RACY_NS = 2_000_000_000  # a file modified this close to a run is read again next time (FAT's 2 s timestamps)
 
@@ -74,6 +75,8 @@ class FileRecord:
     result: CheckResult | None = None
     stat: Stat | None = None  # the file's `stat` when its content was hashed; None: read it next time
     error: str | None = None  # why its content cannot be decoded (a CGL000), when it cannot
+    hop: int | None = None  # the index hop that added it (None: not indexed); kept for its path when it changes
+    final: int = -1  # which of `analyses` the index ended with
 
 
 def file_stat(path: Path) -> Stat | None:

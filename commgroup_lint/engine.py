@@ -26,7 +26,9 @@ from pathlib import Path
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
-from commgroup_lint.analysis.summaries import IndexedModule, ModuleAnalysis, ModuleSource, SummaryIndex, index_module
+from commgroup_lint.analysis.summaries import (
+    IndexedModule, ModuleAnalysis, ModuleSource, Previous, SummaryIndex, index_module,
+)
 from commgroup_lint import suppressions
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
@@ -88,7 +90,7 @@ class Linter:
         return self.api.allocation_words()
 
     def index(self, sources: list[SourceFile], mentions: "Mentions | None" = None,
-              memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
+              memo: Callable[[ModuleSource], Previous | None] | None = None,
               digests: dict[str, bytes] | None = None) -> None:
         """Summarise the scanned code's own helpers before any file is checked."""
         digests = digests or {}
@@ -96,7 +98,7 @@ class Linter:
                           mentions or Mentions({s.display: s.text for s in sources}, anchors=self.api.word_anchors), memo)
 
     def _build_index(self, modules: list[ModuleSource], mentions: "Mentions",
-                     memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None) -> None:
+                     memo: Callable[[ModuleSource], Previous | None] | None) -> None:
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
         index.build(modules, mentions)
         self._index = index
@@ -141,12 +143,15 @@ class Linter:
         started = time.time_ns()
         records: list[tuple[str, FileRecord]] = []
         checked: list[_File] = []
+        hops: dict[str, int] = {}  # the index hop that added each file last run, whatever its content now
         for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
             display = item.display
             result.files_checked += reported
             record = old.get(_cache_key(display))
             if record is not None and record.path != str(item.path):
                 record = None
+            if record is not None and record.hop is not None:
+                hops[display] = record.hop
             stat = file_stat(item.path) if caching and item.content is None else None
             if trust_stat and stat is not None and record is not None and record.stat == stat:
                 if record.error is None:  # unchanged: read only if asked for
@@ -181,9 +186,12 @@ class Linter:
                             {f.display: (f.record.checked, f.record.found) for f in checked if f.record is not None},
                             self.api.word_anchors)
 
-        def memo(source: ModuleSource) -> tuple[ModuleAnalysis, ...]:
+        def memo(source: ModuleSource) -> Previous | None:
             record = by_display[source.display].record
-            return record.analyses if record is not None else ()
+            if record is not None:
+                return Previous(record.hop, record.analyses, record.final)
+            hop = hops.get(source.display)
+            return Previous(hop) if hop is not None else None  # indexed, its content changed since
 
         self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo)
         words = self._gate_words()
@@ -237,20 +245,25 @@ class Linter:
     def _record(self, file: "_File", mentions: "Mentions", check: CheckResult | None, started: int) -> FileRecord:
         index = self._index
         analyses: tuple[ModuleAnalysis, ...] = ()
+        hop, final = None, -1
         if index is not None:
+            hop = index.hop_of.get(file.display)
             if file.display in index.parse_failed:
                 analyses = (ModuleAnalysis((), {}),)
             else:
+                history = index.history.get(file.display, ())
                 analyses = tuple(ModuleAnalysis(a.entries, a.lookups, None, a.classes, a.misuses, exports=a.exports)
-                                 for a in index.history.get(file.display, ()))
+                                 for a in history)
+                ended = index.analyses.get(file.display)
+                final = next((i for i, a in enumerate(history) if a is ended), -1)
         checked, found = mentions.known(file.display)
         stat = settled(file.stat, started)
         old = file.record
         if (old is not None and old.result is check and old.stat == stat and old.checked == checked
-                and old.found == found and len(old.analyses) == len(analyses)
+                and old.found == found and old.hop == hop and old.final == final and len(old.analyses) == len(analyses)
                 and all(a.entries is b.entries and a.lookups is b.lookups for a, b in zip(old.analyses, analyses))):
             return old  # nothing new: the same object, so that an unchanged cache is not written again
-        return FileRecord(str(file.path), file.digest, checked, found, analyses, check, stat)
+        return FileRecord(str(file.path), file.digest, checked, found, analyses, check, stat, hop=hop, final=final)
 
     def lint_source(self, source: SourceFile) -> Iterator[Finding | InternalError]:
         if not self.needs_analysis(source.text):

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
@@ -72,6 +73,14 @@ class ModuleAnalysis:
     module: str = ""  # its module name, and the modules it imports (the order the index analyses in)
     imports: tuple[str, ...] = ()
     exports: tuple[tuple[str, str], ...] = ()  # (`module.name`, what it imports under that name)
+
+
+class Previous(NamedTuple):
+    """What the last run's index knew of a file (from the cache)."""
+
+    hop: int | None  # the hop of the index that added it; None: not indexed (its content unchanged)
+    analyses: tuple[ModuleAnalysis, ...] = ()  # one per state it was analysed in; none where its content changed
+    final: int = -1  # which of them was in use when that run ended
 
 
 @dataclass(frozen=True)
@@ -264,16 +273,19 @@ class SummaryIndex:
     Each round of the fixpoint re-analyses only the modules whose recorded `Api` lookups
     changed answer (their callees' summaries changed); the others' results are reused, so
     a round costs what changed, and the result is the same as re-analysing everything.
-    `memo` (from the cache) offers analyses of earlier runs, reused under the same rule.
+    `memo` (from the cache) says what the last run knew of a file (`Previous`): the index
+    starts from where that run ended (see `_resume`).
     """
 
     def __init__(self, api: Api, recorder: Recorder | None = None,
-                 memo: Callable[[ModuleSource], tuple[ModuleAnalysis, ...]] | None = None,
+                 memo: Callable[[ModuleSource], Previous | None] | None = None,
                  analyze: Callable[..., list[FunctionFacts]] | None = None, frontend: str = "ast") -> None:
         self.api = api
         self.frontend = frontend
         self._analyze = analyze or analyze_module
         self._memos: dict[str, tuple[IndexedModule, StepMemo]] = {}  # each module's last analysis, function by function
+        self.hop_of: dict[str, int] = {}  # the hop that added each module (this run's, or the last run's when resumed)
+        self._resumed: dict[str, ModuleAnalysis] = {}  # the analyses a resume started from
         self.recorder = recorder or Recorder(api)
         self.memo = memo
         self.summaries: dict[str, b.Behaviour] = {}
@@ -312,11 +324,11 @@ class SummaryIndex:
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         modules: _ModuleFinder | None = None
         words: set[str] = set()
-        hops, settled = 0, False
+        hops, settled = self._resume(pending), False
         while hops < MAX_HOPS:
             new_words = self.allocator_words() - words
             words |= new_words
-            chosen = set(mentions(pending, new_words)) if new_words else set()
+            chosen = set(mentions(self._choosable(pending), new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if modules is None:
                     modules = _ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
@@ -328,16 +340,48 @@ class SummaryIndex:
                 self._settle(rounds=MAX_ROUNDS)
                 settled = True
                 continue
-            hops += 1
             for display in sorted(chosen):  # sorted: the order decides between duplicate definitions
-                self._add(pending.pop(display))
+                self._add(pending.pop(display), hops)
+            hops += 1
             self._settle(rounds=1, fresh_only=True)  # enough to see what the new ones want
             settled = False
         if not settled:
             self._settle(rounds=MAX_ROUNDS)
 
-    def _add(self, source: ModuleSource) -> None:
-        cached = self.memo(source) if self.memo is not None else ()
+    def _resume(self, pending: dict[str, ModuleSource]) -> int:
+        """Start from where the last run ended: the modules it indexed, each with the analysis
+        it ended with. Where no file changed that is the fixpoint already, and nothing is
+        analysed; where one did, the fixpoint goes on from there (a changed module is
+        analysed again). From then on only what this run analyses chooses more modules: the
+        others' choices were made by the last run, within its hops. Returns the hop to go on from."""
+        if self.memo is None:
+            return 0
+        previous = {d: p for d, s in pending.items() if (p := self.memo(s)) is not None and p.hop is not None}
+        if not previous:
+            return 0
+        for display in sorted(previous):
+            self._add(pending.pop(display), previous[display].hop)  # type: ignore[arg-type]
+        for display, known in previous.items():
+            history = self.history.get(display)
+            if history and 0 <= known.final < len(history):
+                self.analyses[display] = self._resumed[display] = history[known.final]
+                self._install_classes(history[known.final].classes)
+        self._install_all()
+        self._install_misuses()
+        self._settle(rounds=MAX_ROUNDS)
+        return max(p.hop for p in previous.values()) + 1  # type: ignore[type-var]
+
+    def _choosable(self, pending: dict[str, ModuleSource]) -> list[str]:
+        """The files a gate word can add to the index: after a resume, only those the last run
+        did not see as they are now (the others named the same words then)."""
+        if not self._resumed or self.memo is None:
+            return list(pending)
+        return [d for d, source in pending.items() if self.memo(source) is None]
+
+    def _add(self, source: ModuleSource, hop: int) -> None:
+        self.hop_of[source.display] = hop
+        previous = self.memo(source) if self.memo is not None else None
+        cached = previous.analyses if previous is not None else ()
         if cached:
             if not cached[0].entries and not cached[0].lookups:  # the cache says it does not parse
                 self.parse_failed.add(source.display)
@@ -382,8 +426,10 @@ class SummaryIndex:
 
     def _wanted(self) -> set[str]:
         """Helpers whose summaries could change a finding: those given a bound buffer or used
-        as a group, and, transitively, the helpers they pass their own parameters to."""
-        entries = [e for d in self.modules for e in self.analyses[d].entries]
+        as a group, and, transitively, the helpers they pass their own parameters to. After a
+        resume, only what this run analysed wants (the rest was wanted, or not, last run)."""
+        analysed = [a for d in self.modules if (a := self.analyses.get(d)) is not None and a is not self._resumed.get(d)]
+        entries = [e for a in analysed for e in a.entries]
         wanted = {name for e in entries for name in e.wanted}
         passes: dict[str, set[str]] = {}
         for e in entries:
@@ -400,7 +446,7 @@ class SummaryIndex:
             wanted |= frontier
         # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
         # methods a subclass inherits, are read from them
-        bases = {base for d in self.modules for _, (names, *_) in self.analyses[d].classes for base in names}
+        bases = {base for a in analysed for _, (names, *_) in a.classes for base in names}
         return wanted | {base for base in bases if self.api.classes.get(base) is None}
 
     def current(self, display: str) -> ModuleAnalysis | None:
@@ -475,26 +521,33 @@ class SummaryIndex:
                         continue
                 self._install_now(self.analyses[display].entries)
                 self._install_classes(self.analyses[display].classes)
-            found: dict[str, b.Behaviour] = {}
-            definitions: dict[str, tuple[str, ...]] = {}
-            words: set[str] = set()
-            for display in self.modules:
-                for entry in self.analyses[display].entries:
-                    if entry.params is None:
-                        continue
-                    definitions[entry.qualname] = entry.params
-                    if not entry.summary.empty:
-                        found[entry.qualname] = entry.summary
-                        if entry.by_name and binds_memory(entry.summary):
-                            words.add(_final(entry.qualname))
-                        elif entry.qualname.endswith(_INIT) and entry.summary.keeps:  # `Buffer(group=...)`
-                            words.add(_final(entry.qualname[: -len(_INIT)]))
-            self.api.helper_words = words
-            self._install(found, definitions)
-            if found == self.summaries:
+            if not self._install_all():
                 break
-            self.summaries = found
         self._install_misuses()
+
+    def _install_all(self) -> bool:
+        """Install what every analysed module says (summaries, signatures, the words naming
+        memory-binding helpers); whether the summaries changed."""
+        found: dict[str, b.Behaviour] = {}
+        definitions: dict[str, tuple[str, ...]] = {}
+        words: set[str] = set()
+        for display in self.modules:
+            analysis = self.analyses.get(display)
+            for entry in analysis.entries if analysis is not None else ():
+                if entry.params is None:
+                    continue
+                definitions[entry.qualname] = entry.params
+                if not entry.summary.empty:
+                    found[entry.qualname] = entry.summary
+                    if entry.by_name and binds_memory(entry.summary):
+                        words.add(_final(entry.qualname))
+                    elif entry.qualname.endswith(_INIT) and entry.summary.keeps:  # `Buffer(group=...)`
+                        words.add(_final(entry.qualname[: -len(_INIT)]))
+        self.api.helper_words = words
+        self._install(found, definitions)
+        changed = found != self.summaries
+        self.summaries = found
+        return changed
 
     def _order(self) -> list[str]:
         """The indexed modules, each after the indexed modules it imports (cycles broken by
@@ -544,7 +597,8 @@ class SummaryIndex:
         """Which callers consume a hidden-group helper's memory on another group (CGL003's evidence)."""
         found: dict[str, list[str]] = {}
         for display in self.modules:
-            for origin, caller in self.analyses[display].misuses:
+            analysis = self.analyses.get(display)  # none yet: a changed module a resume has not analysed
+            for origin, caller in analysis.misuses if analysis is not None else ():
                 found.setdefault(origin, []).append(caller)
         misuses = {origin: tuple(sorted(set(callers))) for origin, callers in found.items()}
         if misuses != self._misuses:
