@@ -87,8 +87,9 @@ class HiddenGroup(Rule):
                     continue  # the result of a computation run under the context, not a fresh allocation
                 origin = f"{ctx.source.display}:{allocation.call.span.line}"
                 misused = ctx.api.misuses.get(origin) or ()
-                groups = allocation.group_names
-                if len(groups) == 1 and not allocation.group_params:
+                if len(allocation.group_names) == 1 and not allocation.group_params:
+                    # the call may bind to one of several fixed groups, one per path: name them all
+                    groups = frozenset().union(*(a.group_names for a in returned if a.call is allocation.call))
                     message = (
                         f"`{fn.node.name}` returns memory registered with the fixed group {format_groups(groups)}"
                         f" (line {allocation.call.span.line}) and takes no group: every caller gets that group,"
