@@ -215,7 +215,7 @@ class Linter:
                 errors = [o for o in outcomes if isinstance(o, InternalError)]
                 result.internal_errors += errors
                 findings = suppressions.apply(source.text, display, [o for o in outcomes if isinstance(o, Finding)],
-                                              self.enabled_for(display))
+                                              self.enabled_for(display), source.utf8)
                 check = None if errors else CheckResult(gated, tuple(findings), log)
             findings = [f for f in findings if f.confidence.at_least(self.min_confidence)]
             result.findings += findings

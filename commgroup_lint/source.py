@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import re
 import tokenize
 from bisect import bisect_right
@@ -93,7 +94,7 @@ def decode(raw: bytes) -> tuple[str, str]:
 def read_bytes(path: Path) -> bytes:
     """The file's bytes; raises `SourceError` saying why they cannot be read."""
     try:
-        return path.read_bytes()
+        return _read(path)
     except FileNotFoundError:
         if path.is_symlink():
             raise SourceError("broken symbolic link (its target does not exist)") from None
@@ -104,6 +105,21 @@ def read_bytes(path: Path) -> bytes:
         raise SourceError("permission denied; make the file readable or exclude it") from None
     except OSError as err:
         raise SourceError(f"cannot be read: {err.strerror or err}") from None
+
+
+def _read(path: Path) -> bytes:
+    """`path.read_bytes()` without a buffered file object: one `read` of the size `fstat`
+    gives (and more while there is more), about half the time for a tree of small files."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        parts = [os.read(fd, size + 1 if size else 1 << 16)]
+        if len(parts[0]) != size or not size:  # a short read, grown since, or a size the system does not know
+            while more := os.read(fd, 1 << 20):
+                parts.append(more)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def read_source(path: Path, display: str) -> SourceFile:

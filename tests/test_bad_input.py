@@ -267,13 +267,13 @@ def test_unreadable_file_simulated(tree: Path) -> None:
     """As root (CI containers) chmod 000 does not stop a read, so the read itself is made to fail."""
     write(tree, "secret.py", GOOD)
     prelude = (
-        "import pathlib\n"
-        "_read = pathlib.Path.read_bytes\n"
-        "def read_bytes(self):\n"
-        "    if self.name == 'secret.py':\n"
-        "        raise PermissionError(13, 'Permission denied', str(self))\n"
-        "    return _read(self)\n"
-        "pathlib.Path.read_bytes = read_bytes\n"
+        "import os\n"
+        "_open = os.open\n"
+        "def fake_open(path, flags, *rest, **kwargs):\n"
+        "    if os.path.basename(os.fspath(path)) == 'secret.py':\n"
+        "        raise PermissionError(13, 'Permission denied', os.fspath(path))\n"
+        "    return _open(path, flags, *rest, **kwargs)\n"
+        "os.open = fake_open\n"
     )
     rc, findings, stderr = check_json(tree, ".", prelude=prelude)
     assert findings == sorted([good_finding(), ("secret.py", "CGL000", 1, 1, UNREADABLE)])
