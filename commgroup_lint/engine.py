@@ -196,22 +196,23 @@ class Linter:
         self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo)
         words = self._gate_words()
         mentions(mentions.texts, words)  # all files at once, before asking file by file
+        gate = {f.display: not self.gate or bool(mentions([f.display], words)) for f in checked if f.reported}
+        usable = {f.display for f in checked if f.display in gate and self._cached_check(f, gate[f.display]) is not None}
+        checks = self._checks([f for f in checked if gate.get(f.display) and f.display not in usable])
         for file in checked:
             display = file.display
             if not file.reported:  # context: what the index learnt is recorded, its old check kept
                 if caching:
                     records.append((display, self._record(file, mentions, file.record and file.record.result, started)))
                 continue
-            gated = not self.gate or bool(mentions([display], words))
+            gated = gate[display]
             result.files_using_api += gated
-            record = file.record
-            cached = record.result if record is not None else None
-            if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
+            cached = self._cached_check(file, gated) if display in usable else None
+            if cached is not None:
                 findings, check = _named(cached.findings, display), cached
             else:
                 source = file.source
-                log: Lookups = {}
-                outcomes = list(self._check(source, log)) if gated else []
+                outcomes, log = checks.get(display, ([], {}))
                 errors = [o for o in outcomes if isinstance(o, InternalError)]
                 result.internal_errors += errors
                 findings = suppressions.apply(source.text, display, [o for o in outcomes if isinstance(o, Finding)],
@@ -236,6 +237,26 @@ class Linter:
             self.cache.save(records)
         result.findings.sort(key=lambda f: f.sort_key)
         return result
+
+    def _cached_check(self, file: "_File", gated: bool) -> CheckResult | None:
+        """The cache's check of the file, if it still holds (same gate, same answers)."""
+        cached = file.record.result if file.record is not None else None
+        if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
+            return cached
+        return None
+
+    def _checks(self, files: list["_File"]) -> dict[str, tuple[list[Finding | InternalError], Lookups]]:
+        """Each file's outcomes and the lookups they depend on; half of them in a forked child
+        (see `forked`) unless an observer must see every file's facts here."""
+        def check(part: Sequence[_File]) -> list[tuple[list[Finding | InternalError], Lookups]]:
+            done = []
+            for file in part:
+                log: Lookups = {}
+                done.append((list(self._check(file.source, log)), log))
+            return done
+
+        done = check(files) if self.observer is not None else in_halves(files, check, cost=32)
+        return {file.display: outcome for file, outcome in zip(files, done)}
 
     def _report_unreadable(self, result: LintResult, display: str, reason: str, progress: Callable[[], None]) -> None:
         enabled = self.enabled_for(display)

@@ -3,7 +3,7 @@
 The gate's word search reads every file once per word (about a second on SGLang's 4,700
 files) and is pure: the child inherits the texts already read (copy on write), searches
 the first half and sends back only the words it found. Anything that makes forking unsafe
-or not worth it (no `fork`, other threads running, a small input) keeps the work here, as
+or not worth it (no `fork`, other threads running, little work) keeps the work here, as
 does a child that fails: the parent then does its half too.
 """
 
@@ -18,13 +18,14 @@ from typing import TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-MIN_ITEMS = 512  # fewer items are done here: a fork costs a few milliseconds
+MIN_COST = 512  # less work (in the caller's units) is done here: a fork costs some milliseconds
 
 
-def in_halves(items: Sequence[T], work: Callable[[Sequence[T]], list[R]]) -> list[R]:
+def in_halves(items: Sequence[T], work: Callable[[Sequence[T]], list[R]], cost: int = 1) -> list[R]:
     """`work(items)`, computed as `work(first half) + work(second half)`, the first half in a
-    forked child when that is possible (`work` must not depend on the order of the calls)."""
-    if len(items) < MIN_ITEMS or not _can_fork():
+    forked child when that is possible and worth it (`cost`: of one item, in units of a
+    small file's word search; `work` must not depend on the order of the calls)."""
+    if len(items) * cost < MIN_COST or not _can_fork():
         return work(items)
     cut = len(items) // 2
     read_end, write_end = os.pipe()

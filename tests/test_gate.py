@@ -36,7 +36,7 @@ def test_a_search_split_with_a_forked_child_finds_the_same(monkeypatch: pytest.M
 
     texts = {f"{i}_{d}": t for i in range(3) for d, t in TEXTS.items()}
     alone = Mentions(texts)(list(texts), {WORD, "never_named"})
-    monkeypatch.setattr(forked, "MIN_ITEMS", 2)
+    monkeypatch.setattr(forked, "MIN_COST", 2)
     assert Mentions(texts)(list(texts), {WORD, "never_named"}) == alone
     assert len(alone) == 15
 
@@ -53,5 +53,5 @@ def test_a_child_that_fails_leaves_its_half_to_the_parent(monkeypatch: pytest.Mo
             raise RuntimeError("the child fails")
         return [n * n for n in part]
 
-    monkeypatch.setattr(forked, "MIN_ITEMS", 2)
+    monkeypatch.setattr(forked, "MIN_COST", 2)
     assert forked.in_halves(list(range(10)), work) == [n * n for n in range(10)]

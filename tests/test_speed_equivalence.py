@@ -78,3 +78,11 @@ def test_a_word_another_api_shares_counts_only_beside_its_module(tmp_path: Path)
     (tmp_path / "symm.py").write_text(SYMMETRIC_RENDEZVOUS, encoding="utf-8")
     assert linter().lint(discover([str(tmp_path / "store.py")])).files_using_api == 0
     assert linter().lint(discover([str(tmp_path / "symm.py")])).files_using_api == 1
+
+
+def test_checks_and_searches_split_with_a_forked_child_find_the_same(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commgroup_lint import forked
+
+    alone = check([corpus, FIXTURES])
+    monkeypatch.setattr(forked, "MIN_COST", 1)  # every search and every check is split
+    assert check([corpus, FIXTURES]) == alone
