@@ -35,6 +35,7 @@ class _Table(Generic[T]):
         self._shipped_tails = frozenset(self._by_tail)
         self._hidden: set[str] = set()
         self._aliases: dict[str, str] = {}  # `pkg.name` -> `pkg.mod.name`: what a module imports, others import from it
+        self._answers: dict[str, T | None] = {}  # what `get` answered since the table last changed
 
     def tail_key(self, name: str) -> str | None:
         try:
@@ -51,6 +52,15 @@ class _Table(Generic[T]):
         return key
 
     def get(self, name: str) -> T | None:
+        # asked hundreds of thousands of times in a run, mostly for names it does not have
+        # (`torch.nn.Module`), between few changes: remembered until the next change
+        try:
+            return self._answers[name]
+        except KeyError:
+            found = self._answers[name] = self._find(name)
+            return found
+
+    def _find(self, name: str) -> T | None:
         for _ in range(_MAX_REEXPORTS):
             if name in self._hidden:
                 return None
@@ -65,6 +75,7 @@ class _Table(Generic[T]):
         """Names a module re-exports (`from .utils import f` in a package's `__init__`): a lookup
         of `pkg.f` finds `pkg.utils.f`."""
         self._aliases.update((name, target) for name, target in aliases.items() if name != target)
+        self._answers.clear()
 
     def names(self) -> set[str]:
         return set(self._exact)
@@ -76,6 +87,7 @@ class _Table(Generic[T]):
         """Scanned definitions win over shipped entries of the same name. A definition is found by
         its final name elsewhere in the package only when it replaces a shipped entry that is (a
         re-exported API), never for names of its own (two classes' `forward` are two methods)."""
+        self._answers.clear()
         for name, value in entries.items():
             self._exact[name] = value
             self._hidden.discard(name)
@@ -85,6 +97,7 @@ class _Table(Generic[T]):
 
     def hide(self, name: str) -> None:
         """A scanned definition says `name` is not what the profile thinks (an old signature)."""
+        self._answers.clear()
         self._exact.pop(name, None)
         self._hidden.add(name)
         if key := self.tail_key(name):
