@@ -59,7 +59,9 @@ class _AstLowerer:
     def _expr(self, node: ast.expr | None) -> ir.Expr:
         if node is None:
             return ir.Const(None)
-        span = self.span(node)
+        # (the span made inline: one per node of every file, and most files have no wide line)
+        span = self.span(node) if self._wide else _make_span(
+            (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0))
         kind = type(node)
         if kind is ast.Name:
             return ir.Name(node.id, span)  # type: ignore[attr-defined]
