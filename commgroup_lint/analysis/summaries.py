@@ -324,7 +324,8 @@ class SummaryIndex:
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         modules: _ModuleFinder | None = None
         words: set[str] = set()
-        hops, settled = self._resume(pending), False
+        hops = self._resume(pending)
+        settled = bool(self._resumed)  # a resume ends settled
         while hops < MAX_HOPS:
             new_words = self.allocator_words() - words
             words |= new_words
@@ -500,11 +501,13 @@ class SummaryIndex:
         already see them: most chains of helpers settle in one round instead of one per link.
         """
         for _ in range(rounds):
+            moved = False  # whether any module's analysis changed this round
             for display in self._order():
                 if fresh_only and display in self.analyses:
                     continue
                 if self.current(display) is not None:
                     continue
+                moved = True
                 history = self.history.setdefault(display, [])
                 found_valid = next((a for a in history if self.recorder.valid(a.lookups)), None)
                 if found_valid is not None:
@@ -521,7 +524,7 @@ class SummaryIndex:
                         continue
                 self._install_now(self.analyses[display].entries)
                 self._install_classes(self.analyses[display].classes)
-            if not self._install_all():
+            if not moved or not self._install_all():  # nothing moved: what is installed still holds
                 break
         self._install_misuses()
 
