@@ -197,3 +197,20 @@ def test_cli_frontend_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     outputs = {CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--frontend", f, str(FIXTURES)]).stdout
                for f in ("ast", "cst")}
     assert len(outputs) == 1
+
+
+def test_a_run_after_one_file_changed_analyses_only_that_file(corpus: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next run starts where the last one's index ended: an edit that changes no summary
+    re-analyses the edited module and nothing else."""
+    cache = tmp_path / "cache"
+    check([corpus], cache_dir=cache)
+    helpers = corpus / "helpers.py"
+    helpers.write_text(helpers.read_text() + "\n# an edit that changes no summary\n")
+    calls: list[str] = []
+    real = summaries.SummaryIndex.analyse
+    monkeypatch.setattr(summaries.SummaryIndex, "analyse", lambda self, d: calls.append(d) or real(self, d))
+    warm = check([corpus], cache_dir=cache)
+    monkeypatch.undo()
+    assert warm == cold(corpus)
+    assert calls == [str(helpers)]
