@@ -98,8 +98,9 @@ class Linter:
                           mentions or Mentions({s.display: s.text for s in sources}, anchors=self.api.word_anchors), memo)
 
     def _build_index(self, modules: list[ModuleSource], mentions: "Mentions",
-                     memo: Callable[[ModuleSource], Previous | None] | None) -> None:
+                     memo: Callable[[ModuleSource], Previous | None] | None, unchanged: bool = False) -> None:
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
+        index.unchanged = unchanged  # the cache describes these very files: the index may resume (see `_resume`)
         index.build(modules, mentions)
         self._index = index
         self._gate = _word_pattern(self._gate_words())
@@ -144,9 +145,12 @@ class Linter:
         records: list[tuple[str, FileRecord]] = []
         checked: list[_File] = []
         hops: dict[str, int] = {}  # the index hop that added each file last run, whatever its content now
+        seen: set[str] = set()
+        changed = False  # a file changed, came, or cannot be read since the last run
         for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
             display = item.display
             result.files_checked += reported
+            seen.add(_cache_key(display))
             record = old.get(_cache_key(display))
             if record is not None and record.path != str(item.path):
                 record = None
@@ -164,6 +168,7 @@ class Linter:
             try:
                 raw = item.content if item.content is not None else read_bytes(item.path)
             except SourceError as err:  # not recorded: the file system may answer otherwise next time
+                changed = True
                 if reported:
                     self._report_unreadable(result, display, str(err), progress)
                 continue
@@ -171,6 +176,7 @@ class Linter:
             try:
                 text, encoding = decode(raw)
             except SourceError as err:  # the content decides: recorded like a finding
+                changed = changed or record is None or record.error != str(err)
                 if reported:
                     self._report_unreadable(result, display, str(err), progress)
                 if caching:
@@ -178,6 +184,7 @@ class Linter:
                 continue
             if record is not None and (record.digest != digest or record.error is not None):
                 record = None
+            changed = changed or record is None
             file = _File(item.path, display, digest, stat, record, reported)
             file.hold(SourceFile(item.path, display, text, encoding, raw))
             checked.append(file)
@@ -193,7 +200,8 @@ class Linter:
             hop = hops.get(source.display)
             return Previous(hop) if hop is not None else None  # indexed, its content changed since
 
-        self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo)
+        gone = bool(old.keys() - seen)
+        self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo, unchanged=not changed and not gone)
         words = self._gate_words()
         mentions(mentions.texts, words)  # all files at once, before asking file by file
         gate = {f.display: not self.gate or bool(mentions([f.display], words)) for f in checked if f.reported}

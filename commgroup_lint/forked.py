@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -40,10 +41,17 @@ def in_halves(items: Sequence[T], work: Callable[[Sequence[T]], list[R]], cost: 
         finally:
             os._exit(status)
     os.close(write_end)
-    mine = work(items[cut:])
-    with os.fdopen(read_end, "rb") as received:
+    received = os.fdopen(read_end, "rb")
+    status = 1
+    try:
+        mine = work(items[cut:])
         payload = received.read()
-    _, status = os.waitpid(pid, 0)
+    except BaseException:  # this half failed (a changed file, Ctrl-C): the other is not wanted
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:  # never a zombie, nor a child blocked on a full pipe
+        received.close()
+        status = os.waitpid(pid, 0)[1]
     theirs = pickle.loads(payload) if status == 0 else work(items[:cut])
     return theirs + mine
 

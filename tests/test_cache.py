@@ -214,3 +214,43 @@ def test_a_run_after_one_file_changed_analyses_only_that_file(corpus: Path, tmp_
     monkeypatch.undo()
     assert warm == cold(corpus)
     assert calls == [str(helpers)]
+
+
+_X = ("from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
+      "from sglang.srt.distributed import tensor_model_parallel_all_reduce\n\n\n"
+      "def g(x):\n    buf = get_local_dp_buffer()\n    tensor_model_parallel_all_reduce(buf)\n    return buf\n")
+_WRAP = "from w import mk\n\n\ndef wrap(x):\n    return mk(x)\n"
+_USE = ("from m import wrap\nfrom sglang.srt.layers.dp_attention import attn_tp_all_gather_into_tensor\n\n\n"
+        "def f(x):\n    buf = wrap(x)\n    attn_tp_all_gather_into_tensor(buf, x)\n    return buf\n")
+_MK_PLAIN = "def mk(x):\n    return x\n"
+_MK_BINDS = ("from sglang.srt.distributed import get_tp_group\n"
+             "from sglang.srt.layers.dp_attention import get_global_dp_buffer\n\n\n"
+             "def mk(x):\n    return get_global_dp_buffer(get_tp_group())\n")
+_A = ("from sglang.srt.layers.dp_attention import get_local_dp_buffer\nfrom b import g\n\n\n"
+      "def f(buf):\n    g(buf)\n\n\ndef unused():\n    return get_local_dp_buffer()\n")
+_B = ("from sglang.srt.layers.dp_attention import attn_tp_all_gather_into_tensor\n\n\n"
+      "def g(buf):\n    attn_tp_all_gather_into_tensor(buf, buf)\n")
+_U = ("from sglang.srt.distributed import get_tp_group\n"
+      "from sglang.srt.layers.dp_attention import get_global_dp_buffer\nfrom a import f\n\n\n"
+      "def h(x):\n    buf = get_global_dp_buffer(get_tp_group())\n{call}    return buf\n")
+
+
+@pytest.mark.parametrize("files, edit", [
+    # an unchanged file that names a helper which starts binding memory in another file
+    ({"x.py": _X, "w.py": _MK_PLAIN, "m.py": _WRAP, "u.py": _USE}, ("w.py", _MK_BINDS)),
+    # an edit that passes a buffer to a helper whose module the last run never wanted
+    ({"a.py": _A, "b.py": _B, "u.py": _U.format(call="")}, ("u.py", _U.format(call="    f(buf)\n"))),
+], ids=["new-helper-word", "new-want"])
+def test_an_edit_that_changes_what_the_index_needs(files: dict[str, str], edit: tuple[str, str],
+                                                   tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name, text in files.items():
+        (tree / name).write_text(text)
+    cache = tmp_path / "cache"
+    check([tree], cache_dir=cache)
+    (tree / edit[0]).write_text(edit[1])
+    after = cold(tree)
+    assert any(f[1].endswith("u.py") for f in after[0])  # the edit makes a finding in u.py
+    assert check([tree], cache_dir=cache) == after
+    assert check([tree], cache_dir=cache) == after  # and the run after, resumed

@@ -55,3 +55,22 @@ def test_a_child_that_fails_leaves_its_half_to_the_parent(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(forked, "MIN_COST", 2)
     assert forked.in_halves(list(range(10)), work) == [n * n for n in range(10)]
+
+
+def test_a_half_that_raises_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from commgroup_lint import forked
+
+    parent = os.getpid()
+
+    def work(part: list[int]) -> list[bytes]:
+        if os.getpid() == parent:
+            raise KeyError("the parent's half fails")
+        return [b"x" * 100_000 for _ in part]  # more than a pipe holds: the child would block writing
+
+    monkeypatch.setattr(forked, "MIN_COST", 2)
+    with pytest.raises(KeyError):
+        forked.in_halves(list(range(10)), work)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left, not even a zombie

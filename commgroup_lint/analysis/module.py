@@ -120,7 +120,7 @@ def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
     parameter: the only attributes of `self` its dataflow can read."""
     if not fn.params:
         return frozenset()
-    me = fn.params[0].name
+    me = fn.params[0].name.lstrip("*")  # as the dataflow names `self` (`def m(*args)`: `args`)
     found: set[str] = set()
     stack: list[Any] = [fn.body, fn.params]
     while stack:
@@ -238,7 +238,7 @@ def _stores_on_self(fn: ir.FunctionDef) -> bool:
     """Whether the method assigns (or grows) an attribute of its first parameter anywhere."""
     if not fn.params:
         return False
-    me = fn.params[0].name
+    me = fn.params[0].name.lstrip("*")
     stack: list[ir.Stmt] = list(fn.body)
     while stack:
         stmt = stack.pop()

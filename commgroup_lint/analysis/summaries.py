@@ -285,7 +285,8 @@ class SummaryIndex:
         self._analyze = analyze or analyze_module
         self._memos: dict[str, tuple[IndexedModule, StepMemo]] = {}  # each module's last analysis, function by function
         self.hop_of: dict[str, int] = {}  # the hop that added each module (this run's, or the last run's when resumed)
-        self._resumed: dict[str, ModuleAnalysis] = {}  # the analyses a resume started from
+        self._resumed = False  # whether the index started where the last run's ended
+        self.unchanged = False  # no file changed, came or went since the last run (set by the caller)
         self.recorder = recorder or Recorder(api)
         self.memo = memo
         self.summaries: dict[str, b.Behaviour] = {}
@@ -325,11 +326,11 @@ class SummaryIndex:
         modules: _ModuleFinder | None = None
         words: set[str] = set()
         hops = self._resume(pending)
-        settled = bool(self._resumed)  # a resume ends settled
+        settled = self._resumed  # a resume ends settled
         while hops < MAX_HOPS:
             new_words = self.allocator_words() - words
             words |= new_words
-            chosen = set(mentions(self._choosable(pending), new_words)) if new_words else set()
+            chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if modules is None:
                     modules = _ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
@@ -350,12 +351,13 @@ class SummaryIndex:
             self._settle(rounds=MAX_ROUNDS)
 
     def _resume(self, pending: dict[str, ModuleSource]) -> int:
-        """Start from where the last run ended: the modules it indexed, each with the analysis
-        it ended with. Where no file changed that is the fixpoint already, and nothing is
-        analysed; where one did, the fixpoint goes on from there (a changed module is
-        analysed again). From then on only what this run analyses chooses more modules: the
-        others' choices were made by the last run, within its hops. Returns the hop to go on from."""
-        if self.memo is None:
+        """Where no file changed since the last run (`unchanged`), start from where that run
+        ended: the modules it indexed, each with the analysis it ended with, installed and
+        settled (nothing is analysed), and its hops spent. Where a file changed, its words and
+        wants can choose other modules than the last run's, whose choices depended on every
+        file: the index is built from the start then (with the analyses of the cache). Returns
+        the hop to go on from."""
+        if self.memo is None or not self.unchanged:
             return 0
         previous = {d: p for d, s in pending.items() if (p := self.memo(s)) is not None and p.hop is not None}
         if not previous:
@@ -365,19 +367,13 @@ class SummaryIndex:
         for display, known in previous.items():
             history = self.history.get(display)
             if history and 0 <= known.final < len(history):
-                self.analyses[display] = self._resumed[display] = history[known.final]
+                self.analyses[display] = history[known.final]
                 self._install_classes(history[known.final].classes)
+        self._resumed = True
         self._install_all()
         self._install_misuses()
         self._settle(rounds=MAX_ROUNDS)
         return max(p.hop for p in previous.values()) + 1  # type: ignore[type-var]
-
-    def _choosable(self, pending: dict[str, ModuleSource]) -> list[str]:
-        """The files a gate word can add to the index: after a resume, only those the last run
-        did not see as they are now (the others named the same words then)."""
-        if not self._resumed or self.memo is None:
-            return list(pending)
-        return [d for d, source in pending.items() if self.memo(source) is None]
 
     def _add(self, source: ModuleSource, hop: int) -> None:
         self.hop_of[source.display] = hop
@@ -427,9 +423,8 @@ class SummaryIndex:
 
     def _wanted(self) -> set[str]:
         """Helpers whose summaries could change a finding: those given a bound buffer or used
-        as a group, and, transitively, the helpers they pass their own parameters to. After a
-        resume, only what this run analysed wants (the rest was wanted, or not, last run)."""
-        analysed = [a for d in self.modules if (a := self.analyses.get(d)) is not None and a is not self._resumed.get(d)]
+        as a group, and, transitively, the helpers they pass their own parameters to."""
+        analysed = [a for d in self.modules if (a := self.analyses.get(d)) is not None]
         entries = [e for a in analysed for e in a.entries]
         wanted = {name for e in entries for name in e.wanted}
         passes: dict[str, set[str]] = {}
