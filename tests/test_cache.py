@@ -201,8 +201,8 @@ def test_cli_frontend_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_run_after_one_file_changed_analyses_only_that_file(corpus: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The next run starts where the last one's index ended: an edit that changes no summary
-    re-analyses the edited module and nothing else."""
+    """After an edit that changes no summary, the cache's analyses of every other module still
+    hold: only the edited module is analysed."""
     cache = tmp_path / "cache"
     check([corpus], cache_dir=cache)
     helpers = corpus / "helpers.py"
