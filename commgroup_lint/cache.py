@@ -75,7 +75,7 @@ class FileRecord:
     result: CheckResult | None = None
     stat: Stat | None = None  # the file's `stat` when its content was hashed; None: read it next time
     error: str | None = None  # why its content cannot be decoded (a CGL000), when it cannot
-    hop: int | None = None  # the index hop that added it (None: not indexed); kept for its path when it changes
+    hop: int | None = None  # the index hop that added it (None: not indexed)
     final: int = -1  # which of `analyses` the index ended with
 
 

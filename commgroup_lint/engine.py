@@ -98,10 +98,9 @@ class Linter:
                           mentions or Mentions({s.display: s.text for s in sources}, anchors=self.api.word_anchors), memo)
 
     def _build_index(self, modules: list[ModuleSource], mentions: "Mentions",
-                     memo: Callable[[ModuleSource], Previous | None] | None, unchanged: bool = False) -> None:
+                     memo: Callable[[ModuleSource], Previous | None] | None, resume: bool = False) -> None:
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
-        index.unchanged = unchanged  # the cache describes these very files: the index may resume (see `_resume`)
-        index.build(modules, mentions)
+        index.build(modules, mentions, resume)
         self._index = index
         self._gate = _word_pattern(self._gate_words())
 
@@ -144,7 +143,6 @@ class Linter:
         started = time.time_ns()
         records: list[tuple[str, FileRecord]] = []
         checked: list[_File] = []
-        hops: dict[str, int] = {}  # the index hop that added each file last run, whatever its content now
         seen: set[str] = set()
         changed = False  # a file changed, came, or cannot be read since the last run
         for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
@@ -154,8 +152,6 @@ class Linter:
             record = old.get(_cache_key(display))
             if record is not None and record.path != str(item.path):
                 record = None
-            if record is not None and record.hop is not None:
-                hops[display] = record.hop
             stat = file_stat(item.path) if caching and item.content is None else None
             if trust_stat and stat is not None and record is not None and record.stat == stat:
                 if record.error is None:  # unchanged: read only if asked for
@@ -195,17 +191,15 @@ class Linter:
 
         def memo(source: ModuleSource) -> Previous | None:
             record = by_display[source.display].record
-            if record is not None:
-                return Previous(record.hop, record.analyses, record.final)
-            hop = hops.get(source.display)
-            return Previous(hop) if hop is not None else None  # indexed, its content changed since
+            return Previous(record.hop, record.analyses, record.final) if record is not None else None
 
         gone = bool(old.keys() - seen)
-        self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo, unchanged=not changed and not gone)
+        self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo, resume=not changed and not gone)
         words = self._gate_words()
         mentions(mentions.texts, words)  # all files at once, before asking file by file
         gate = {f.display: not self.gate or bool(mentions([f.display], words)) for f in checked if f.reported}
-        usable = {f.display for f in checked if f.display in gate and self._cached_check(f, gate[f.display]) is not None}
+        usable = {f.display: cached for f in checked if f.display in gate
+                  and (cached := self._cached_check(f, gate[f.display])) is not None}
         checks = self._checks([f for f in checked if gate.get(f.display) and f.display not in usable])
         for file in checked:
             display = file.display
@@ -215,7 +209,7 @@ class Linter:
                 continue
             gated = gate[display]
             result.files_using_api += gated
-            cached = self._cached_check(file, gated) if display in usable else None
+            cached = usable.get(display)
             if cached is not None:
                 findings, check = _named(cached.findings, display), cached
             else:

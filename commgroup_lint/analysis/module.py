@@ -81,10 +81,11 @@ class StepMemo:
     def shape(self, node: object, what: str, compute: Callable[[], Any]) -> Any:
         """`compute()`, worked out once per IR node (the nodes live as long as the memo's IR)."""
         key = (id(node), what)
-        found = self.shapes.get(key)
-        if found is None:
+        try:
+            return self.shapes[key]
+        except KeyError:
             found = self.shapes[key] = compute()
-        return found
+            return found
 
     def run(self, qualname: str, inputs: Env | None, compute: Callable[[], tuple[FunctionFacts, Env]],
             method: ir.FunctionDef | None = None) -> Step:

@@ -78,7 +78,7 @@ class ModuleAnalysis:
 class Previous(NamedTuple):
     """What the last run's index knew of a file (from the cache)."""
 
-    hop: int | None  # the hop of the index that added it; None: not indexed (its content unchanged)
+    hop: int | None  # the hop of the index that added it; None: not indexed
     analyses: tuple[ModuleAnalysis, ...] = ()  # one per state it was analysed in; none where its content changed
     final: int = -1  # which of them was in use when that run ended
 
@@ -286,7 +286,6 @@ class SummaryIndex:
         self._memos: dict[str, tuple[IndexedModule, StepMemo]] = {}  # each module's last analysis, function by function
         self.hop_of: dict[str, int] = {}  # the hop that added each module (this run's, or the last run's when resumed)
         self._resumed = False  # whether the index started where the last run's ended
-        self.unchanged = False  # no file changed, came or went since the last run (set by the caller)
         self.recorder = recorder or Recorder(api)
         self.memo = memo
         self.summaries: dict[str, b.Behaviour] = {}
@@ -307,14 +306,15 @@ class SummaryIndex:
         return self.api.allocation_words()
 
     def build(self, sources: Iterable[tuple[Path, str, str]] | Iterable[ModuleSource],
-              mentions: "Callable[[Iterable[str], set[str]], set[str]] | None" = None) -> None:
+              mentions: "Callable[[Iterable[str], set[str]], set[str]] | None" = None, resume: bool = False) -> None:
         """Index on demand: first the files that name an allocator (every finding and every
         allocator definition is there), then the modules defining the helpers those files
         call with a buffer or use as a group, and so on, a few hops deep.
 
         `sources` are (path, display, text) or `ModuleSource`s; files that do not parse are
         skipped here (the check reports them when they matter). `mentions(displays, words)`
-        answers which of the files name one of `words` (see `engine.Mentions`).
+        answers which of the files name one of `words` (see `engine.Mentions`). `resume`: no
+        file changed since the run the cache (`memo`) describes, so start where it ended.
         """
         pending: dict[str, ModuleSource] = {}
         for s in sources:
@@ -325,7 +325,7 @@ class SummaryIndex:
             mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
         modules: _ModuleFinder | None = None
         words: set[str] = set()
-        hops = self._resume(pending)
+        hops = self._resume(pending) if resume else 0
         settled = self._resumed  # a resume ends settled
         while hops < MAX_HOPS:
             new_words = self.allocator_words() - words
@@ -351,13 +351,13 @@ class SummaryIndex:
             self._settle(rounds=MAX_ROUNDS)
 
     def _resume(self, pending: dict[str, ModuleSource]) -> int:
-        """Where no file changed since the last run (`unchanged`), start from where that run
-        ended: the modules it indexed, each with the analysis it ended with, installed and
-        settled (nothing is analysed), and its hops spent. Where a file changed, its words and
-        wants can choose other modules than the last run's, whose choices depended on every
-        file: the index is built from the start then (with the analyses of the cache). Returns
-        the hop to go on from."""
-        if self.memo is None or not self.unchanged:
+        """Start where the last run ended, for a caller that knows no file changed, came or went
+        since (`build(resume=True)`): the modules it indexed, each with the analysis it ended
+        with, installed and settled (nothing is analysed), and its hops spent. Where a file
+        changed, its words and wants can choose other modules than the last run's, whose
+        choices depended on every file, so the index is built from the start then (with the
+        cache's analyses). Returns the hop to go on from."""
+        if self.memo is None:
             return 0
         previous = {d: p for d, s in pending.items() if (p := self.memo(s)) is not None and p.hop is not None}
         if not previous:
