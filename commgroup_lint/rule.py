@@ -144,8 +144,8 @@ def format_groups(groups: frozenset[str]) -> str:
 def path_configuration(cond: frozenset) -> tuple[str | None, Confidence]:
     """The configuration a path needs (its sizes and flags, not its data), and the confidence
     a finding that holds on that path has."""
-    from commgroup_lint.analysis.conditions import FLAG, configuration, display_condition, kind
+    from commgroup_lint.analysis.conditions import configuration, display_condition
+    from commgroup_lint.analysis.verdict import literal_confidence
 
     literals = configuration(cond)
-    confidence = Confidence.MEDIUM if any(kind(key) == FLAG for key, _ in literals) else Confidence.HIGH
-    return display_condition(literals) or None, confidence
+    return display_condition(literals) or None, literal_confidence(literals)

@@ -23,8 +23,11 @@ same ranks) are two groups.
 - **medium**: it needs a flag or mode the code sets (`self.use_attn_tp_group`,
   `should_use_dp_reduce_scatterv()`, a boolean parameter).
 - **low**: it rests on something the analysis could not read: a helper's condition it could
-  not translate to the caller, or two groups known only by the expressions holding them
-  (`self.group` and `group`), which may be one object.
+  not translate to the caller, two groups known only by the expressions holding them
+  (`self.group` and `group`), which may be one object, or one of several callables a value
+  may hold (`self._gather = pick(mode)`, called later: `when self._gather is _to_attn_tp`),
+  chosen where the analysis cannot say when. What two different callables of one value do
+  is never combined on one path.
 
 `check` reports medium and above by default; `--min-confidence low` shows the rest (or `high`
 only the surest). JSON and SARIF carry `condition`, `confidence` and `binding` (where the memory

@@ -5,9 +5,10 @@ group-bound memory with a hard-coded group (`use_symmetric_memory(get_tp_group()
 returns it without taking a group parameter, or whose group parameter has a default.
 Reported at the definition. By default (`--min-confidence medium`) a helper with a fixed group
 is reported only where a caller in the checked code consumes its memory on another group
-(confidence high; the message names the callers); a group parameter with a default is
-reported at medium confidence; a fixed group whose every known consumer runs on that group
-is low confidence, shown with `--min-confidence low`. Helpers that only pass on another
+on a path CGL002 reports by default (confidence high; the message names the callers); a
+group parameter with a default is reported at medium confidence; a fixed group whose every
+known consumer runs on that group, or is misused only on a path of unknown feasibility, is
+low confidence, shown with `--min-confidence low`. Helpers that only pass on another
 helper's hidden group are not
 reported again (the finding is where the group is fixed), and neither are functions that
 hand the buffer to another call before returning it, or return the result of a computation

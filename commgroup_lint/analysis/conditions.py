@@ -12,6 +12,10 @@ literal keeps its meaning exactly as far as its scope reaches:
 - `$i:name...` the function's parameter at position `i`: a call substitutes its argument;
 - `~name...` a local variable: meaningful in its own function only;
 - a Python constant (`1`, `None`, `'x'`).
+
+A *choice* literal (`%callee%target`, see `choice_key`) says which of several callables a
+called value holds: the choice was made elsewhere, under a condition the analysis does not
+carry, so a path that needs one is of unknown feasibility.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ Branches = tuple[frozenset[Literal], frozenset[Literal]]
 
 QUANTITY, GLOBAL, PARAM, LOCAL = "#", "@", "$", "~"
 SELF = "self"
+CHOICE = "%"
 
 # Each relation as (canonical operator, operands swapped, negated): everything is written with
 # `==`, `is`, `in` or `<`, so a condition and its negation share one key.
@@ -90,6 +95,19 @@ def _quantity(word: str) -> str:
     return word if word.lstrip("-").isdigit() else QUANTITY + word
 
 
+def choice_key(callee: str, target: str) -> str:
+    """The key of "the value called as `callee` (an operand) is the callable `target`"."""
+    return f"{CHOICE}{callee}{CHOICE}{target}"
+
+
+def split_choice(key: str) -> tuple[str, str] | None:
+    """(callee operand, target path) of a choice key, else None."""
+    if not key.startswith(CHOICE):
+        return None
+    callee, _, target = key[1:].rpartition(CHOICE)
+    return callee, target
+
+
 # operands ------------------------------------------------------------------------------
 
 def constant_operand(value: object) -> str | None:
@@ -125,12 +143,18 @@ def _short_global(path: str) -> str:
 
 
 def key_operands(key: str) -> tuple[str, ...]:
+    choice = split_choice(key)
+    if choice is not None:
+        return (choice[0],)  # the target is a fixed callable: only the callee has a scope
     relation = split_relation(key)
     return (relation[0], relation[2]) if relation else (key,)
 
 
 def display_literal(literal: Literal) -> str:
     key, holds = literal
+    choice = split_choice(key)
+    if choice is not None:
+        return f"{display_operand(choice[0])} {'is' if holds else 'is not'} {choice[1].rpartition('.')[2]}"
     relation = split_relation(key)
     if relation is None:
         text = display_operand(key)
@@ -150,13 +174,16 @@ def display_condition(literals: Iterable[Literal]) -> str:
 
 # kinds of literal ----------------------------------------------------------------------
 
-SIZE, FLAG, DATA = "size", "flag", "data"
+SIZE, FLAG, DATA, CALLABLE = "size", "flag", "data", "callable"
 
 
 def kind(key: str) -> str:
     """What a literal is about: a relation between world sizes (`size`); a flag or mode the code
     sets (`flag`: an attribute of `self`, a module-level value, a parameter used as a boolean);
-    or data flowing through the function (`data`: a local value, an attribute of an argument)."""
+    data flowing through the function (`data`: a local value, an attribute of an argument); or
+    which of several callables a value holds (`callable`: chosen where the analysis cannot say when)."""
+    if key.startswith(CHOICE):
+        return CALLABLE
     operands = key_operands(key)
     scopes = [operand_scope(o) for o in operands]
     if QUANTITY in scopes and all(s in (QUANTITY, "const") for s in scopes):
@@ -182,7 +209,17 @@ def contradicts(cond: Iterable[Literal]) -> bool:
     cond = set(cond)
     if any((key, not holds) in cond for key, holds in cond):
         return True
-    return _bounds_contradict(cond)
+    return _two_choices(cond) or _bounds_contradict(cond)
+
+
+def _two_choices(cond: set[Literal]) -> bool:
+    """Whether one called value is said to be two different callables."""
+    chosen: dict[str, str] = {}
+    for key, holds in cond:
+        choice = split_choice(key) if holds else None
+        if choice is not None and chosen.setdefault(choice[0], choice[1]) != choice[1]:
+            return True
+    return False
 
 
 def _bounds_contradict(cond: set[Literal]) -> bool:
@@ -260,6 +297,10 @@ class Substitution:
         return frozenset(out), lost, False
 
     def _literal(self, key: str, holds: bool) -> set[Literal] | bool | None:
+        choice = split_choice(key)
+        if choice is not None:
+            callee = self._operand(choice[0])
+            return None if callee is None else {(choice_key(callee, choice[1]), holds)}
         relation = split_relation(key)
         if relation is None:
             param = _bare_param(key)

@@ -22,8 +22,8 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
-    GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, constant_operand,
-    contradicts, key_operands, mentions, operand_scope, relation_key,
+    GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, choice_key,
+    constant_operand, contradicts, key_operands, mentions, operand_scope, relation_key,
 )
 from commgroup_lint.analysis.facts import (
     SYMBOLIC, UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CallableFact, CondFact, ConstFact, Consumption, ContextFact,
@@ -536,7 +536,7 @@ class FunctionFlow:
                     targets.append((resolved, SELF, args))
                 receiver = UNKNOWN_VALUE
                 if stored is not None:
-                    result |= self.call_value(stored, c, args)
+                    result |= self.call_value(stored, c, args, c.func)
             else:
                 receiver = self.eval(receiver_expr)
                 methods = self.api.profile.methods
@@ -559,19 +559,14 @@ class FunctionFlow:
                 elif isinstance(f, PathFact):
                     targets.append((f"{f.path}.{method}", None, args))
                 elif isinstance(f, ObjectFact) and (field := f.field(method)) is not None:
-                    result |= self.call_value(field, c, args)  # a callable a record holds
+                    result |= self.call_value(field, c, args, c.func)  # a callable a record holds
                 elif isinstance(f, ObjectFact):
                     resolved = self.resolve_method(method, cls=f.cls)
                     targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args))
             if not result and any(isinstance(f, GroupFact) for f in receiver) and method not in self.api.profile.methods.collective:
                 self.want_groups(receiver)
         else:
-            func = self.eval(c.func)
-            for f in func:
-                if isinstance(f, PathFact):
-                    targets.append((f.path, None, args))
-                elif isinstance(f, CallableFact):
-                    result |= self.call_value(frozenset({f}), c, args)
+            result |= self.call_value(self.eval(c.func), c, args, c.func)
         for path, receiver_operand, call_args in targets:
             result |= self.call_path(path, c, call_args, receiver_operand)
         if not result:
@@ -591,14 +586,21 @@ class FunctionFlow:
                 self.facts.factory_made.update(id(ctx.call) for ctx in self.contexts)
         return frozenset(result)
 
-    def call_value(self, value: Value, c: ir.Call, args: list[Value]) -> set[Fact]:
-        """Calling a value: a known callable (a `functools.partial` of one) or a path."""
+    def call_value(self, value: Value, c: ir.Call, args: list[Value], callee: ir.Expr) -> set[Fact]:
+        """Calling a value (`callee` holds it): a known callable (a `functools.partial` of one) or a
+        path. A value that may be one of several callables (chosen elsewhere: `self.fn =
+        pick(mode)`) calls each under the literal that it is that one, so what one of them does
+        is not compared with what another does, and a finding that needs one says so."""
+        callables = [f for f in value if isinstance(f, (CallableFact, PathFact))]
+        operand = self.operand(callee) if len({f.path for f in callables}) > 1 else None
         out: set[Fact] = set()
-        for f in value:
-            if isinstance(f, CallableFact):
-                out |= self.call_path(f.path, c, args, None, bound=f.args)
-            elif isinstance(f, PathFact):
-                out |= self.call_path(f.path, c, args, None)
+        start_cond = self.cond
+        for f in callables:
+            if operand is not None:
+                self.cond = start_cond | {(choice_key(operand, f.path), True)}
+            bound = f.args if isinstance(f, CallableFact) else ()
+            out |= self.call_path(f.path, c, args, None, bound=bound)
+        self.cond = start_cond
         return out
 
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,

@@ -35,6 +35,7 @@ from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, 
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.verdict import mismatches
+from commgroup_lint.model import Confidence
 from commgroup_lint.parsing import ParseFailure, lower
 
 MAX_ROUNDS = 8  # summaries of helpers calling helpers settle in a few rounds (chains of 4 or 5 on SGLang); recursion is cut here
@@ -641,7 +642,8 @@ def _misuses(facts: list[FunctionFacts], display: str, api: Api) -> tuple[tuple[
     found = {
         (c.allocation.bound_at, f"{display}:{c.call.span.line}")
         for fn in facts for c in fn.consumptions
-        if c.allocation.hidden and c.allocation.bound_at and mismatches(c, api)
+        if c.allocation.hidden and c.allocation.bound_at
+        and any(m.confidence is not Confidence.LOW for m in mismatches(c, api))  # a path known to be taken
     }
     return tuple(sorted(found))  # type: ignore[arg-type]
 

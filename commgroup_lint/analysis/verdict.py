@@ -10,8 +10,9 @@ one), the buffer is consumed on the wrong group whenever K holds.
 
 Confidence: `high` when K says nothing or only relates world sizes; `medium` when it
 needs a flag or mode the code sets; `low` when the verdict rests on something the analysis
-could not read (a helper's condition it could not translate, or a group known only by the
-expression holding it, compared with another).
+could not read (a helper's condition it could not translate, a group known only by the
+expression holding it, compared with another, or one of several callables a value may hold,
+chosen where the analysis cannot say when).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
-    FLAG, PathCondition, configuration, contradicts, display_condition, implies, kind,
+    CALLABLE, FLAG, PathCondition, configuration, contradicts, display_condition, implies, kind,
 )
 from commgroup_lint.analysis.facts import Consumption, Guarded, is_symbolic
 from commgroup_lint.model import Confidence
@@ -96,9 +97,15 @@ def _distinct(bound: frozenset[str], consumer: frozenset[str], k: PathCondition,
 def _confidence(consumption: Consumption, groups: frozenset[str], literals: PathCondition) -> Confidence:
     if consumption.lost or any(is_symbolic(g) for g in groups):
         return Confidence.LOW
-    if any(kind(key) == FLAG for key, _ in literals):
-        return Confidence.MEDIUM
-    return Confidence.HIGH
+    return literal_confidence(literals)
+
+
+def literal_confidence(literals: PathCondition) -> Confidence:
+    """How sure a finding that holds under `literals` is, by what they are about."""
+    kinds = {kind(key) for key, _ in literals}
+    if CALLABLE in kinds:
+        return Confidence.LOW
+    return Confidence.MEDIUM if FLAG in kinds else Confidence.HIGH
 
 
 def _preference(m: Mismatch) -> tuple:
