@@ -810,10 +810,26 @@ class FunctionFlow:
         self.want_groups(value)
         if guarded_groups(value) is not None or expr is None:
             return value
+        held = self.held_group(expr)
+        if held is not None:
+            return held
         text = self.group_text(expr)
         if text is None:
             return value
         return frozenset(f for f in value if isinstance(f, (GroupFact, ParamFact))) | {GroupFact(SYMBOLIC + text)}
+
+    def held_group(self, expr: ir.Expr) -> Value | None:
+        """`self` used as a group inside its own class (a group coordinator's method passing
+        itself): the groups its same-group attributes hold (`self.device_group`, `self.cpu_group`:
+        each stands for it), when known."""
+        if not (isinstance(expr, ir.Name) and expr.id == self.self_name and self.self_name):
+            return None
+        held: set[Fact] = set()
+        for attr in self.api.profile.same_group_attributes:
+            stored = self.env.get(f"self.{attr}")
+            if stored is not None and guarded_groups(stored) is not None:
+                held |= {f for f in stored if isinstance(f, GroupFact)}
+        return frozenset(held) or None
 
     def group_text(self, expr: ir.Expr) -> str | None:
         """The expression naming a group, without the attributes that stand for the same group."""
