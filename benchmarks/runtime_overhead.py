@@ -48,19 +48,19 @@ def _timed(fn: Callable[[], object], sync: Callable[[], object], reps: int) -> f
     return (time.perf_counter() - t0) / reps
 
 
-def paired(fn, sync, reps: int, rounds: int, shim) -> tuple[float, float, float]:
-    """(plain, shimmed, median ratio) from ``rounds`` pairs of timings, order alternating; one
-    unmeasured warm-up pair first."""
+def paired(fn, sync, reps: int, rounds: int, shim, timer=_timed) -> tuple[float, float, float]:
+    """(plain, shimmed, median ratio) from ``rounds`` pairs of timings (``timer``), order
+    alternating; one unmeasured warm-up pair first."""
     plain, shimmed = [], []
     for r in range(rounds + 1):
         if r % 2:
-            p = _timed(fn, sync, reps)
+            p = timer(fn, sync, reps)
             with shim():
-                s = _timed(fn, sync, reps)
+                s = timer(fn, sync, reps)
         else:
             with shim():
-                s = _timed(fn, sync, reps)
-            p = _timed(fn, sync, reps)
+                s = timer(fn, sync, reps)
+            p = timer(fn, sync, reps)
         if r:
             plain.append(p)
             shimmed.append(s)

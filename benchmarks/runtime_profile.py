@@ -1,0 +1,166 @@
+"""Where the runtime shim's time goes on the smoke step, on ONE GPU (the single-GPU machine).
+
+    python benchmarks/runtime_profile.py [--sizes 64x7168,1024x2048]
+
+The smoke model runs on an NCCL world of one rank. Like the engines, the model skips
+symmetric memory and collectives on a one-rank group; here they are switched back on (three
+functions replaced by attribute, before the shim hooks them), so each step makes the same
+calls as on two ranks: 7 profile contexts over a CUDA ``MemPool`` with one allocation each,
+6 collectives through the coordinator. Where this NCCL build has no mem allocator the pool
+is a plain ``torch.cuda.MemPool()``, registered with the group as before.
+
+Prints, per size: the step time and its host time, plain and in warn mode (medians of paired
+rounds), Python calls per step, and cProfile's time per function per step for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import functools
+import os
+import pstats
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+from runtime_overhead import paired  # noqa: E402
+
+
+def _run_one_rank_groups(dp_attention, parallel_state, nccl_pool) -> None:
+    """Symmetric memory and collectives on one-rank groups, which the model skips."""
+    import torch
+    import torch.distributed as dist
+
+    def use_symmetric_memory(group, disabled=False):
+        if disabled or not dp_attention.SYMMETRIC_MEMORY:
+            return contextlib.nullcontext()
+        return nccl_pool.NcclSymmetricMemory(group, scheme=dp_attention._POOL_SCHEME)
+
+    def get_nccl_mem_pool(group, scheme="per_context"):
+        if scheme not in nccl_pool._POOLS:
+            try:
+                allocator = nccl_pool._backend(group).mem_allocator
+            except RuntimeError:  # "not supported in this NCCL version"
+                allocator = None
+            nccl_pool._POOLS[scheme] = torch.cuda.MemPool(allocator)
+        return nccl_pool._POOLS[scheme]
+
+    def all_reduce(self, input_):
+        dist.all_reduce(input_, group=self.device_group)
+        return input_
+
+    def all_gather_into_tensor(self, output, input_):
+        dist.all_gather_into_tensor(output, input_, group=self.device_group)
+
+    dp_attention.use_symmetric_memory = use_symmetric_memory
+    nccl_pool.get_nccl_mem_pool = get_nccl_mem_pool
+    parallel_state.GroupCoordinator.all_reduce = all_reduce
+    parallel_state.GroupCoordinator.all_gather_into_tensor = all_gather_into_tensor
+
+
+def _host_time(fn, sync, reps: int) -> float:
+    """Seconds per call of ``fn`` on the host: the window ends before the device sync."""
+    fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    elapsed = time.perf_counter() - t0
+    sync()
+    return elapsed / reps
+
+
+def _python_calls(run, shim) -> dict[str, int]:
+    """Python functions called by one step, with their call counts."""
+    counts: dict[str, int] = {}
+
+    def count(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            key = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+            counts[key] = counts.get(key, 0) + 1
+
+    with shim():
+        run()
+        sys.setprofile(count)
+        try:
+            run()
+        finally:
+            sys.setprofile(None)
+    return counts
+
+
+def _profile(run, sync, shim, steps: int = 100) -> pstats.Stats:
+    with shim():
+        run()
+        sync()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(steps):
+            run()
+        sync()
+        profiler.disable()
+    return pstats.Stats(profiler)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="64x7168,1024x2048", help="local tokens x hidden, comma-separated")
+    parser.add_argument("--rounds", type=int, default=15, help="paired rounds of 20 steps")
+    parser.add_argument("--top", type=int, default=20, help="functions listed per cProfile table")
+    ns = parser.parse_args()
+
+    import torch
+    import torch.distributed as dist
+
+    os.chdir(os.path.join(os.path.dirname(HERE), "tests", "smoke_model"))  # the shim reads its configuration
+    from smoke_model import dp_attention, nccl_pool, parallel_state
+
+    _run_one_rank_groups(dp_attention, parallel_state, nccl_pool)
+    from smoke_model.model import DecoderLayer
+
+    from commgroup_lint import runtime
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.mkdtemp(), "store"), rank=0,
+                            world_size=1, device_id=torch.device("cuda", 0))
+    parallel_state.initialize_model_parallel(1)
+    sync = torch.cuda.synchronize
+    shim = lambda: runtime.enforce("warn")  # noqa: E731
+    plain = contextlib.nullcontext
+
+    print(f"torch={torch.__version__} nccl={torch.cuda.nccl.version()} one GPU, warn mode, "
+          f"medians of {ns.rounds} paired rounds of 20 steps")
+    for size in ns.sizes.split(","):
+        local_len, hidden = (int(n) for n in size.split("x"))
+        dp_attention.initialize_dp_attention(1, local_len, hidden, dtype=torch.bfloat16, device="cuda")
+        layer = DecoderLayer(hidden, "cuda").to(torch.bfloat16)
+        run = functools.partial(layer, torch.randn(local_len, hidden, device="cuda", dtype=torch.bfloat16))
+        for _ in range(10):
+            run()
+        print(f"\n== smoke step {size}")
+        step = paired(run, sync, 20, ns.rounds, shim)
+        host = paired(run, sync, 20, ns.rounds, shim, timer=_host_time)
+        for label, (p, s, _) in (("step", step), ("host time", host)):
+            print(f"{label:10} plain {p * 1e3:.3f} ms  shim {s * 1e3:.3f} ms  "
+                  f"{(s - p) * 1e6:+.1f} us ({(s / p - 1) * 100:+.2f}%)")
+        calls = {label: _python_calls(run, ctx) for label, ctx in (("plain", plain), ("shim", shim))}
+        print(f"Python calls per step: plain {sum(calls['plain'].values())}, shim {sum(calls['shim'].values())}")
+        for label, ctx in (("plain", plain), ("shim", shim)):
+            stats = _profile(run, sync, ctx)
+            print(f"-- cProfile, {label}: {stats.total_tt * 10:.3f} ms a step under the profiler; time per step:")
+            rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[: ns.top]
+            for (file, line, name), (_, calls_, own, _, _) in rows:
+                print(f"   {own * 1e4:7.1f} us  {calls_ // 100:3d} calls  {os.path.basename(file)}:{line} {name}")
+    sys.stdout.flush()
+    os._exit(0)  # skip NCCL teardown of the registered pool: not what is measured
+
+
+if __name__ == "__main__":
+    main()
