@@ -50,7 +50,7 @@ from commgroup_lint.files import write_atomically
 from commgroup_lint.model import Finding
 
 DIRECTORY = ".commgroup_lint_cache"
-_MAGIC = b"commgroup-lint cache 5\n"
+_MAGIC = b"commgroup-lint cache 6\n"
 _DIGEST = 32
 RACY_NS = 2_000_000_000  # a file modified this close to a run is read again next time (FAT's 2 s timestamps)
 

@@ -4,12 +4,15 @@ Memory bound to one group (by an allocator's group argument, by the context it w
 in, by a registration such as `rendezvous(t, group)`, or inside a helper or method that returns
 it) that reaches a collective running on another group, in some configuration.
 
-The analysis follows the control flow inside each function and through the helpers and
-methods it calls (`self.m()`, `super().m()`, module helpers, in this file or others): which
-group a branch chooses, which collective a helper runs under which condition of its own, views
-and tuples of the buffer, buffers kept on `self` between methods. Every possibility keeps the
-condition under which it holds, so the finding says when the mismatch happens: always, or when
-a relation of world sizes or a flag holds (`when tp_size != attn_dp_size`,
+The analysis follows the control flow inside each function and through the helpers and methods
+it calls (`self.m()`, `super().m()`, module helpers, in this file or others): which group a
+branch chooses, which collective a helper runs under which condition of its own, views and
+tuples of the buffer, buffers kept on `self` between methods, and callables: a function a
+helper is given and calls (`to_dp_local(step, ...)` calling `step(local, ...)`; the call is
+checked where the function is passed), one held by a `functools.partial`, by an attribute or by
+a record's field (a dataclass method calling `self.reduce(self.partial)`). Every possibility
+keeps the condition under which it holds, so the finding says when the mismatch happens:
+always, or when a relation of world sizes or a flag holds (`when tp_size != attn_dp_size`,
 `when self.use_attn_tp_group`). Branches that exclude each other are never combined.
 
 A group with a single rank never mismatches (attention TP when `tp_size == attn_dp_size`), and

@@ -7,6 +7,10 @@ which callable it needs. What two callables of one value do is never combined.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from commgroup_lint.model import Confidence
@@ -29,6 +33,11 @@ def to_tp(x):
 def to_moe_ep(x):
     with use_symmetric_memory(get_moe_ep_group()):
         return torch.empty_like(x)
+
+
+def to_moe_ep_big(x):
+    with use_symmetric_memory(get_moe_ep_group()):
+        return torch.empty((2 * x.shape[0], x.shape[1]))
 '''
 
 
@@ -99,3 +108,56 @@ def forward(x):
     found = [(Path(f.path).name, *_conditions([f])[0]) for f in lint_paths(package, min_confidence=Confidence.LOW)
              if f.code == "CGL002"]
     assert found == [("model.py", 7, "CGL002", "Layer(True).make is to_moe_ep", "low")]
+
+
+def test_callables_that_do_the_same_need_no_choice(tmp_path: Path) -> None:
+    """Either callable binds to MoE EP: the mismatch holds whichever is held, so it is reported by
+    default, with no condition."""
+    text = _HELPERS + '''
+
+def run(x, big):
+    fn = to_moe_ep_big if big else to_moe_ep
+    buf = fn(x)
+    get_tp_group().all_reduce(buf)
+'''
+    assert _conditions(lint_text(tmp_path, text)) == [(24, "CGL002", None, "high")]
+
+
+def test_a_name_bound_again_holds_a_new_choice(tmp_path: Path) -> None:
+    """`fn` is bound again between the calls: the first call's choice does not rule out the
+    second's, so the MoE EP buffer reaching the TP all-reduce is found."""
+    text = _HELPERS + '''
+
+def reduce_tp(x):
+    get_tp_group().all_reduce(x)
+
+
+def reduce_tp_twice(x):
+    get_tp_group().all_reduce(x)
+    get_tp_group().all_reduce(x)
+
+
+def run(x, moe, twice):
+    fn = to_moe_ep if moe else to_tp
+    buf = fn(x)
+    fn = reduce_tp_twice if twice else reduce_tp
+    fn(buf)
+'''
+    found = _conditions(lint_text(tmp_path, text, min_confidence=Confidence.LOW))
+    assert [(line, code, conf) for line, code, _, conf in found] == [(33, "CGL002", "low")]
+    assert found[0][2] == "fn is to_moe_ep"  # the two reducers do the same: no choice to name
+
+
+def test_the_findings_do_not_depend_on_the_hash_seed() -> None:
+    """Which of several callables a finding names, and CGL003's callers, are the same in every
+    run (the callables are not taken in a set's order)."""
+    outputs = set()
+    for seed in ("1", "2", "3", "4"):
+        out = subprocess.run(
+            [sys.executable, "-m", "commgroup_lint", "check", "--no-cache", "--min-confidence", "low",
+             "--format", "json", CHOSEN.name],
+            cwd=CHOSEN.parent, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert out.returncode == 1, out.stderr
+        outputs.add(json.dumps(json.loads(out.stdout), sort_keys=True))
+    assert len(outputs) == 1

@@ -148,6 +148,18 @@ class Consume:
 
 
 @dataclass(frozen=True)
+class CallsParam:
+    """A callable argument (`param`), or a callable field of the receiver, a record (`field`),
+    called with these arguments (each its possibilities), under a condition in the callee's
+    terms: a caller passing a known function (or a record holding one) makes that call."""
+
+    param: ArgRef | None
+    args: tuple[tuple["Returned", ...], ...]
+    cond: PathCondition = frozenset()
+    field: str | None = None
+
+
+@dataclass(frozen=True)
 class Register:
     """The argument's memory becomes bound (`rendezvous(tensor, group)`)."""
 
@@ -173,11 +185,13 @@ class Behaviour:
     keeps: tuple[Memory, ...] = ()
     """Memory it binds to a group its caller gives and keeps (on `self`, in a global) rather than
     returns: each call binds memory to the caller's group (`Buffer(process_group=tp)`)."""
+    calls_params: tuple[CallsParam, ...] = ()
     origin: str | None = None  # where the scanned code defines it
 
     @property
     def empty(self) -> bool:
-        return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools or self.keeps)
+        return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools or self.keeps
+                    or self.calls_params)
 
     def allocator(self) -> Memory | None:
         """The memory this call returns, when it is an allocation API."""

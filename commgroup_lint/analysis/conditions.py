@@ -13,9 +13,9 @@ literal keeps its meaning exactly as far as its scope reaches:
 - `~name...` a local variable: meaningful in its own function only;
 - a Python constant (`1`, `None`, `'x'`).
 
-A *choice* literal (`%callee%target`, see `choice_key`) says which of several callables a
-called value holds: the choice was made elsewhere, under a condition the analysis does not
-carry, so a path that needs one is of unknown feasibility.
+A *choice* literal (`%callee%target%site`, see `choice_key`) says which of several callables
+a value called at one place holds: the choice was made elsewhere, under a condition the
+analysis does not carry, so a path that needs one is of unknown feasibility.
 """
 
 from __future__ import annotations
@@ -95,17 +95,18 @@ def _quantity(word: str) -> str:
     return word if word.lstrip("-").isdigit() else QUANTITY + word
 
 
-def choice_key(callee: str, target: str) -> str:
-    """The key of "the value called as `callee` (an operand) is the callable `target`"."""
-    return f"{CHOICE}{callee}{CHOICE}{target}"
+def choice_key(callee: str, target: str, site: str) -> str:
+    """The key of "the value called as `callee` (an operand) at `site` is the callable `target`".
+    Two calls of one name are two choices: the name may be bound again between them."""
+    return f"{CHOICE}{callee}{CHOICE}{target}{CHOICE}{site}"
 
 
-def split_choice(key: str) -> tuple[str, str] | None:
-    """(callee operand, target path) of a choice key, else None."""
+def split_choice(key: str) -> tuple[str, str, str] | None:
+    """(callee operand, target path, site) of a choice key, else None."""
     if not key.startswith(CHOICE):
         return None
-    callee, _, target = key[1:].rpartition(CHOICE)
-    return callee, target
+    callee, target, site = key[1:].rsplit(CHOICE, 2)
+    return callee, target, site
 
 
 # operands ------------------------------------------------------------------------------
@@ -214,10 +215,10 @@ def contradicts(cond: Iterable[Literal]) -> bool:
 
 def _two_choices(cond: set[Literal]) -> bool:
     """Whether one called value is said to be two different callables."""
-    chosen: dict[str, str] = {}
+    chosen: dict[tuple[str, str], str] = {}
     for key, holds in cond:
         choice = split_choice(key) if holds else None
-        if choice is not None and chosen.setdefault(choice[0], choice[1]) != choice[1]:
+        if choice is not None and chosen.setdefault((choice[0], choice[2]), choice[1]) != choice[1]:
             return True
     return False
 
@@ -300,7 +301,7 @@ class Substitution:
         choice = split_choice(key)
         if choice is not None:
             callee = self._operand(choice[0])
-            return None if callee is None else {(choice_key(callee, choice[1]), holds)}
+            return None if callee is None else {(choice_key(callee, choice[1], choice[2]), holds)}
         relation = split_relation(key)
         if relation is None:
             param = _bare_param(key)

@@ -193,6 +193,17 @@ class Consumption:
 
 
 @dataclass(frozen=True)
+class ParamCall:
+    """A parameter called (`step(local, hidden)`; `callee` its index), or a field of the method's
+    record (`self.reduce(x)`; `callee` its name): what it is given, for the summary; the caller
+    that passes a callable replays the call with it."""
+
+    callee: int | str
+    args: tuple[frozenset, ...]
+    cond: PathCondition
+
+
+@dataclass(frozen=True)
 class ParamUse:
     """A parameter's value reaching a collective (for the function's summary)."""
 
@@ -214,6 +225,7 @@ class FunctionFacts:
     consumptions: list[Consumption] = field(default_factory=list)
     returns: set[Fact] = field(default_factory=set)
     param_uses: dict[int, list[ParamUse]] = field(default_factory=dict)
+    param_calls: list[ParamCall] = field(default_factory=list)  # parameters called, with what
     scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters

@@ -14,6 +14,7 @@ conditions are read in the caller's terms, and what it consumes is recorded.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -22,12 +23,46 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
-    GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, choice_key,
-    constant_operand, contradicts, key_operands, mentions, operand_scope, relation_key,
+    GLOBAL,
+    LOCAL,
+    PARAM,
+    QUANTITY,
+    SELF,
+    Branches,
+    Literal,
+    PathCondition,
+    Substitution,
+    choice_key,
+    constant_operand,
+    contradicts,
+    key_operands,
+    mentions,
+    operand_scope,
+    relation_key,
 )
 from commgroup_lint.analysis.facts import (
-    SYMBOLIC, UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CallableFact, CondFact, ConstFact, Consumption, ContextFact,
-    Fact, FunctionFacts, GroupFact, Guarded, ObjectFact, ParamFact, ParamUse, PathFact, SizeFact, TupleFact, Value,
+    SYMBOLIC,
+    UNKNOWN,
+    UNKNOWN_VALUE,
+    Allocation,
+    BufferFact,
+    CallableFact,
+    CondFact,
+    ConstFact,
+    Consumption,
+    ContextFact,
+    Fact,
+    FunctionFacts,
+    GroupFact,
+    Guarded,
+    ObjectFact,
+    ParamCall,
+    ParamFact,
+    ParamUse,
+    PathFact,
+    SizeFact,
+    TupleFact,
+    Value,
 )
 from commgroup_lint.analysis.names import ImportTable
 
@@ -156,6 +191,7 @@ class FunctionFlow:
         self.statement: ir.Span = ir.NO_SPAN
         self._allocations: dict[tuple[int, str], Allocation] = {}
         self._seen: set[tuple] = set()
+        self._bindings: dict[str, int] = {}  # how often each name (or `self.x`) was bound: see `choice_site`
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
 
     # statements ------------------------------------------------------------------
@@ -347,6 +383,7 @@ class FunctionFlow:
             value = self.flag_value(value, source)
             key = target.id if isinstance(target, ir.Name) else f"self.{target.attr}"  # type: ignore[union-attr]
             self.env[key] = value
+            self._bindings[key] = self._bindings.get(key, 0) + 1
             if key.startswith("self."):
                 previous = self.facts.stores.get(key, frozenset())
                 self.facts.stores[key] = previous | value
@@ -438,6 +475,10 @@ class FunctionFlow:
         elif isinstance(e, ir.BoolOp):
             values = [self.eval(sub) for sub in e.values]
             carried = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
+            functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
+                                  or isinstance(f, PathFact) and not f.path.endswith(")"))
+            if functions:  # `step or default_step`: a callable either way, a parameter's included
+                carried |= functions | {f for v in values for f in v if isinstance(f, ParamFact)}
             if carried:  # `x or default`: either operand
                 return carried | UNKNOWN_VALUE
         elif isinstance(e, ir.Not):
@@ -520,23 +561,26 @@ class FunctionFlow:
         )
         result: set[Fact] = set()
         made_new = True  # whether the result is a new object (inside a context, new memory)
-        targets: list[tuple[str, str | None, list[Value]]] = []  # (path, receiver operand, args)
+        # (path, receiver operand, args, what a record receiver holds: its fields, or SELF_FIELDS)
+        targets: list[tuple[str, str | None, list[Value], object]] = []
         if isinstance(c.func, ir.Attr):
             method = c.func.attr
             receiver_expr = c.func.value
             if _is_super(receiver_expr):
                 resolved = self.resolve_method(method, skip_own=True)
                 if resolved:
-                    targets.append((resolved, SELF, args))
+                    targets.append((resolved, SELF, args, SELF_FIELDS))
                 receiver: Value = UNKNOWN_VALUE
             elif isinstance(receiver_expr, ir.Name) and receiver_expr.id == self.self_name and self.self_name:
                 stored = self.env.get(f"self.{method}")
                 resolved = self.resolve_method(method) if stored is None else None
                 if resolved:
-                    targets.append((resolved, SELF, args))
+                    targets.append((resolved, SELF, args, SELF_FIELDS))
                 receiver = UNKNOWN_VALUE
                 if stored is not None:
                     result |= self.call_value(stored, c, args, c.func)
+                if not resolved and method in self.record_fields():
+                    self.note_call(method, args)  # a callable the record is given: its maker's caller replays it
             else:
                 receiver = self.eval(receiver_expr)
                 methods = self.api.profile.methods
@@ -557,18 +601,18 @@ class FunctionFlow:
                     result.add(f)
                     made_new = False
                 elif isinstance(f, PathFact):
-                    targets.append((f"{f.path}.{method}", None, args))
+                    targets.append((f"{f.path}.{method}", None, args, None))
                 elif isinstance(f, ObjectFact) and (field := f.field(method)) is not None:
                     result |= self.call_value(field, c, args, c.func)  # a callable a record holds
                 elif isinstance(f, ObjectFact):
                     resolved = self.resolve_method(method, cls=f.cls)
-                    targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args))
+                    targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args, f.fields))
             if not result and any(isinstance(f, GroupFact) for f in receiver) and method not in self.api.profile.methods.collective:
                 self.want_groups(receiver)
         else:
             result |= self.call_value(self.eval(c.func), c, args, c.func)
-        for path, receiver_operand, call_args in targets:
-            result |= self.call_path(path, c, call_args, receiver_operand)
+        for path, receiver_operand, call_args, fields in targets:
+            result |= self.call_path(path, c, call_args, receiver_operand, fields=fields)
         if not result:
             result.add(UNKNOWN)
         if self.contexts and made_new and not any(isinstance(f, _NOT_MEMORY) for f in result):
@@ -586,25 +630,70 @@ class FunctionFlow:
                 self.facts.factory_made.update(id(ctx.call) for ctx in self.contexts)
         return frozenset(result)
 
-    def call_value(self, value: Value, c: ir.Call, args: list[Value], callee: ir.Expr) -> set[Fact]:
+    def call_value(self, value: Value, c: ir.Call, args: list[Value], callee: ir.Expr | None,
+                   replayed: bool = False) -> set[Fact]:
         """Calling a value (`callee` holds it): a known callable (a `functools.partial` of one) or a
         path. A value that may be one of several callables (chosen elsewhere: `self.fn =
         pick(mode)`) calls each under the literal that it is that one, so what one of them does
-        is not compared with what another does, and a finding that needs one says so."""
-        callables = [f for f in value if isinstance(f, (CallableFact, PathFact))]
-        operand = self.operand(callee) if len({f.path for f in callables}) > 1 else None
+        is not compared with what another does, and a finding that needs one says so.
+        `replayed`: a call a callee makes (`step(local, ...)` in a helper given `step`), its
+        arguments not those written at `c`."""
+        for f in value:
+            if isinstance(f, ParamFact):  # a callable parameter: the caller that passes one replays this
+                self.note_call(f.index, args, f.guard)
+        callables = sorted((f for f in value if isinstance(f, (CallableFact, PathFact))),  # not in a set's order:
+                           key=lambda f: (f.path, isinstance(f, CallableFact)))  # it differs between runs
+        paths = {f.path for f in callables}
+        chosen = callee is not None and len(paths) > 1 and not self.same_effect(paths)
+        operand = self.operand(callee) if chosen else None  # type: ignore[arg-type]
+        site = self.choice_site(callee, c) if chosen else ""
         out: set[Fact] = set()
         start_cond = self.cond
-        for f in callables:
-            if operand is not None:
-                self.cond = start_cond | {(choice_key(operand, f.path), True)}
-            bound = f.args if isinstance(f, CallableFact) else ()
-            out |= self.call_path(f.path, c, args, None, bound=bound)
-        self.cond = start_cond
+        try:
+            for f in callables:
+                if operand is not None:
+                    self.cond = start_cond | {(choice_key(operand, f.path, site), True)}
+                bound = f.args if isinstance(f, CallableFact) else ()
+                if replayed:  # given positionally, after what a partial holds
+                    out |= self.call_path(f.path, c, [], None, bound=bound + tuple((None, v) for v in args))
+                else:
+                    out |= self.call_path(f.path, c, args, None, bound=bound)
+        finally:
+            self.cond = start_cond
         return out
 
+    def choice_site(self, callee: ir.Expr | None, c: ir.Call) -> str:
+        """What tells one choice of a callable from another: a name (or `self.x`) and how often it
+        was bound before the call (two calls of one binding are one choice; a name bound again
+        holds a new one), else the call itself."""
+        key = callee.id if isinstance(callee, ir.Name) else f"self.{callee.attr}" \
+            if callee is not None and self.on_self(callee) else None  # type: ignore[union-attr]
+        if key is None:
+            return f"{self.scope.display}:{c.span.line}:{c.span.col}"
+        return f"{key}#{self._bindings.get(key, 0)}"
+
+    def same_effect(self, paths: set[str]) -> bool:
+        """Whether calling any of these does the same, wherever each is written (`to_ep` and
+        `to_ep_big` both binding to MoE EP): then which one is held does not matter."""
+        behaviours = {_anywhere(self.api.call(path)) for path in paths}
+        return len(behaviours) == 1 and None not in behaviours
+
+    def note_call(self, callee: int | str, args: list[Value], guard: PathCondition = frozenset()) -> None:
+        """A call of this function's parameter (its index) or of its record's field (its name),
+        for the summary."""
+        call = ParamCall(callee, tuple(args), scoped(self.cond | guard, PORTABLE))
+        if call not in self.facts.param_calls:
+            self.facts.param_calls.append(call)
+
+    def record_fields(self) -> tuple[str, ...]:
+        """The fields of this method's class when it is a record class (no `__init__` of its own:
+        a dataclass, a `NamedTuple`): what its callers give it by keyword."""
+        cls = self.facts.class_qualname
+        info = self.class_info(cls) if cls and self.self_name else None
+        return info[3] if info is not None and "__init__" not in info[1] else ()
+
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
-                  bound: tuple[tuple[str | None, Value], ...] = ()) -> set[Fact]:
+                  bound: tuple[tuple[str | None, Value], ...] = (), fields: object = None) -> set[Fact]:
         if path in _PARTIAL:
             return self.partial(c, args)
         behaviour = self.api.call(path)
@@ -624,9 +713,10 @@ class FunctionFlow:
         arguments = _Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
         self.apply_effects(behaviour, path, c, arguments, sub)
-        if not behaviour.returns:
-            return {UNKNOWN}
-        return self.instantiate_all(behaviour.returns, path, c, arguments, sub)
+        returned = self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns else {UNKNOWN}
+        for call in behaviour.calls_params:  # after the returns: the memory a call returns is named first
+            self.call_parameter(call, path, c, arguments, sub, fields)
+        return returned
 
     def construct(self, cls: str, c: ir.Call, args: list[Value]) -> None:
         """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given)."""
@@ -634,7 +724,10 @@ class FunctionFlow:
         behaviour = self.api.call(init) if init else None
         if behaviour is not None:
             arguments = _Arguments(c, args, ())
-            self.apply_effects(behaviour, init, c, arguments, self.substitution(arguments, None))
+            sub = self.substitution(arguments, None)
+            self.apply_effects(behaviour, init, c, arguments, sub)
+            for call in behaviour.calls_params:
+                self.call_parameter(call, init, c, arguments, sub, None)
 
     def partial(self, c: ir.Call, args: list[Value]) -> set[Fact]:
         """`functools.partial(f, *args, **kwargs)`: a callable that calls `f` with those arguments too."""
@@ -728,6 +821,35 @@ class FunctionFlow:
             if not impossible:
                 self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
                               via=(kept.via, kept.chosen))
+
+    def call_parameter(self, call: b.CallsParam, path: str, c: ir.Call, arguments: "_Arguments",
+                       sub: Substitution, fields: object) -> None:
+        """The callee calls the callable this call passes it (`to_dp_local(dp_reduce_scatter, ...)`),
+        or one its record receiver holds (`self.reduce(...)` in a method of the record; `fields`:
+        what the receiver holds, or SELF_FIELDS when it is this method's own object): that call,
+        with the callee's arguments read at this call, happens here."""
+        cond, _, impossible = sub.apply(call.cond)
+        if impossible:
+            return
+        args = [frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
+                for alternatives in call.args]
+        if call.param is not None:
+            callee = arguments.value(call.param)
+        elif fields is SELF_FIELDS and call.field in self.record_fields():
+            self.note_call(call.field, args, cond)  # a method of the same record: its callers replay it
+            return
+        else:
+            callee = next((value for name, value in fields if name == call.field), None) \
+                if isinstance(fields, tuple) else None
+        if callee is None:
+            return
+        start_cond = self.cond
+        self.cond = start_cond | cond
+        try:
+            expr = arguments.expr(call.param) if call.param is not None else None
+            self.call_value(callee, c, args, expr, replayed=True)  # no expression: given to a partial, or a field
+        finally:
+            self.cond = start_cond
 
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
                         sub: Substitution | None = None) -> set[Fact]:
@@ -948,7 +1070,7 @@ class FunctionFlow:
             path = allocation.cond | self.cond | extra
             if contradicts(path):
                 continue
-            key = (id(allocation.call), id(c), groups, path)
+            key = (id(allocation.call), allocation.name, id(c), groups, path)  # one call may bind in two helpers
             if key in self._seen:
                 continue
             self._seen.add(key)
@@ -1102,7 +1224,7 @@ class _Arguments:
 
     def __init__(self, c: ir.Call, args: list[Value], bound: tuple[tuple[str | None, Value], ...]) -> None:
         self.c, self.args, self.bound = c, args, bound
-        self.has_star_args = c.has_star_args
+        self.has_star_args = c.has_star_args and bool(args)  # a replayed call reads none of `c`'s
 
     def _all(self) -> list[tuple[str | None, ir.Expr | None, Value, str]]:
         """(keyword, expression, value, star) for the bound arguments first, then the call's."""
@@ -1287,6 +1409,18 @@ def _merged(a: Allocation, b_: Allocation) -> Allocation:
     return replace(a, groups=tuple(sorted(groups, key=lambda g: (g[0], sorted(g[1])))), cond=common)
 
 
+def _anywhere(x: object) -> object:
+    """`x` with the places it names (where a helper binds memory, where it took it) left out."""
+    if isinstance(x, tuple):
+        return tuple(_anywhere(item) for item in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        located = {f.name: None for f in dataclasses.fields(x) if f.name in ("origin", "via")}
+        return replace(x, **located, **{f.name: _anywhere(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                       if f.name not in located})
+    return x
+
+
+SELF_FIELDS = object()  # a receiver that is the calling method's own object (see `apply_effects`)
 _NONE = ConstFact(None)
 _NONE_VALUE = frozenset({_NONE})
 

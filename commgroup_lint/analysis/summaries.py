@@ -199,7 +199,16 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         for a in facts.allocations
         if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
     ))
-    behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps)
+    calls_params: set[b.CallsParam] = set()
+    for call in facts.param_calls:
+        args = tuple(map(alternatives, call.args))
+        if isinstance(call.callee, str):  # a record's field: the callable it holds may make memory itself
+            calls_params.add(b.CallsParam(None, args, call.cond, field=call.callee))
+        elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
+                                                           for item in args for r in item):
+            calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
+    behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
+                            calls_params=tuple(sorted(calls_params, key=canonical)))
     if behaviour.empty:
         return behaviour
     return replace(behaviour, origin=f"{display}:{fn.span.line}")

@@ -109,7 +109,10 @@ def literal_confidence(literals: PathCondition) -> Confidence:
 
 
 def _preference(m: Mismatch) -> tuple:
-    return (-m.confidence.rank, len(m.literals), m.consumption.call.span.line, m.consumption.call.span.col)
+    """Most certain, fewest conditions, first collective; ties by what the finding would say
+    (never by the order of a set, which differs between runs)."""
+    return (-m.confidence.rank, len(m.literals), m.consumption.call.span.line, m.consumption.call.span.col,
+            display_condition(m.literals), m.consumption.allocation.name, sorted(m.bound), sorted(m.consumer))
 
 
 def best(found: list[Mismatch]) -> Mismatch:
