@@ -638,15 +638,18 @@ class FunctionFlow:
         is not compared with what another does, and a finding that needs one says so.
         `replayed`: a call a callee makes (`step(local, ...)` in a helper given `step`), its
         arguments not those written at `c`."""
+        callables: list[CallableFact | PathFact] = []
         for f in value:
-            if isinstance(f, ParamFact):  # a callable parameter: the caller that passes one replays this
+            if isinstance(f, (CallableFact, PathFact)):
+                callables.append(f)
+            elif isinstance(f, ParamFact):  # a callable parameter: the caller that passes one replays this
                 self.note_call(f.index, args, f.guard)
-        callables = sorted((f for f in value if isinstance(f, (CallableFact, PathFact))),  # not in a set's order:
-                           key=lambda f: (f.path, isinstance(f, CallableFact)))  # it differs between runs
-        paths = {f.path for f in callables}
-        chosen = callee is not None and len(paths) > 1 and not self.same_effect(paths)
-        operand = self.operand(callee) if chosen else None  # type: ignore[arg-type]
-        site = self.choice_site(callee, c) if chosen else ""
+        operand, site = None, ""
+        if len(callables) > 1:  # taken in a fixed order, not a set's (it differs between runs)
+            callables.sort(key=lambda f: (f.path, isinstance(f, CallableFact)))
+            paths = {f.path for f in callables}
+            if callee is not None and len(paths) > 1 and not self.same_effect(paths):
+                operand, site = self.operand(callee), self.choice_site(callee, c)
         out: set[Fact] = set()
         start_cond = self.cond
         try:
