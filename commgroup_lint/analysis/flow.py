@@ -192,6 +192,7 @@ class FunctionFlow:
         self._allocations: dict[tuple[int, str], Allocation] = {}
         self._seen: set[tuple] = set()
         self._bindings: dict[str, int] = {}  # how often each name (or `self.x`) was bound: see `choice_site`
+        self._replays = 0  # calls replayed inside one another (`f(f, x)` where `f` calls its step)
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
 
     # statements ------------------------------------------------------------------
@@ -832,7 +833,7 @@ class FunctionFlow:
         what the receiver holds, or SELF_FIELDS when it is this method's own object): that call,
         with the callee's arguments read at this call, happens here."""
         cond, _, impossible = sub.apply(call.cond)
-        if impossible:
+        if impossible or self._replays >= MAX_REPLAYS:
             return
         args = [frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
                 for alternatives in call.args]
@@ -848,11 +849,13 @@ class FunctionFlow:
             return
         start_cond = self.cond
         self.cond = start_cond | cond
+        self._replays += 1
         try:
             expr = arguments.expr(call.param) if call.param is not None else None
             self.call_value(callee, c, args, expr, replayed=True)  # no expression: given to a partial, or a field
         finally:
             self.cond = start_cond
+            self._replays -= 1
 
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
                         sub: Substitution | None = None) -> set[Fact]:
@@ -1423,6 +1426,7 @@ def _anywhere(x: object) -> object:
     return x
 
 
+MAX_REPLAYS = 4  # a callable handed on deeper than this (or to itself) is not followed further
 SELF_FIELDS = object()  # a receiver that is the calling method's own object (see `apply_effects`)
 _NONE = ConstFact(None)
 _NONE_VALUE = frozenset({_NONE})
