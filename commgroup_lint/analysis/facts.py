@@ -80,6 +80,11 @@ class PathFact:
 
     path: str
 
+    @property
+    def named(self) -> bool:
+        """Whether it is the object itself (a function, a class), not what a call returned."""
+        return not self.path.endswith(")")
+
 
 @dataclass(frozen=True)
 class BufferFact:

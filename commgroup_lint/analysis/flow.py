@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from contextlib import contextmanager
 from functools import lru_cache
 
 from commgroup_lint.analysis import behaviour as b
@@ -444,7 +445,7 @@ class FunctionFlow:
             values = [self.eval(sub) for sub in e.values]
             carried = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
             functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
-                                  or isinstance(f, PathFact) and not f.path.endswith(")"))
+                                  or isinstance(f, PathFact) and f.named)
             if functions:  # `step or default_step`: a callable either way, a parameter's included
                 carried |= functions | {f for v in values for f in v if isinstance(f, ParamFact)}
             if carried:  # `x or default`: either operand
@@ -529,7 +530,7 @@ class FunctionFlow:
         )
         result: set[Fact] = set()
         made_new = True  # whether the result is a new object (inside a context, new memory)
-        # (path, receiver operand, args, what a record receiver holds: its fields, or SELF_FIELDS)
+        # (path, receiver operand, args, the receiver when it is a record, or OWN_OBJECT)
         targets: list[tuple[str, str | None, list[Value], object]] = []
         if isinstance(c.func, ir.Attr):
             method = c.func.attr
@@ -537,13 +538,13 @@ class FunctionFlow:
             if _is_super(receiver_expr):
                 resolved = self.resolve_method(method, skip_own=True)
                 if resolved:
-                    targets.append((resolved, SELF, args, SELF_FIELDS))
+                    targets.append((resolved, SELF, args, OWN_OBJECT))
                 receiver: Value = UNKNOWN_VALUE
             elif isinstance(receiver_expr, ir.Name) and receiver_expr.id == self.self_name and self.self_name:
                 stored = self.env.get(f"self.{method}")
                 resolved = self.resolve_method(method) if stored is None else None
                 if resolved:
-                    targets.append((resolved, SELF, args, SELF_FIELDS))
+                    targets.append((resolved, SELF, args, OWN_OBJECT))
                 receiver = UNKNOWN_VALUE
                 if stored is not None:
                     result |= self.call_value(stored, c, args, c.func)
@@ -574,13 +575,13 @@ class FunctionFlow:
                     result |= self.call_value(field, c, args, c.func)  # a callable a record holds
                 elif isinstance(f, ObjectFact):
                     resolved = self.resolve_method(method, cls=f.cls)
-                    targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args, f.fields))
+                    targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args, f))
             if not result and any(isinstance(f, GroupFact) for f in receiver) and method not in self.api.profile.methods.collective:
                 self.want_groups(receiver)
         else:
             result |= self.call_value(self.eval(c.func), c, args, c.func)
-        for path, receiver_operand, call_args, fields in targets:
-            result |= self.call_path(path, c, call_args, receiver_operand, fields=fields)
+        for path, receiver_operand, call_args, record in targets:
+            result |= self.call_path(path, c, call_args, receiver_operand, record=record)
         if not result:
             result.add(UNKNOWN)
         if self.contexts and made_new and not any(isinstance(f, _NOT_MEMORY) for f in result):
@@ -619,19 +620,24 @@ class FunctionFlow:
             if callee is not None and len(paths) > 1 and not self.same_effect(paths):
                 operand, site = self.operand(callee), self.choice_site(callee, c)
         out: set[Fact] = set()
-        start_cond = self.cond
-        try:
-            for f in callables:
-                if operand is not None:
-                    self.cond = start_cond | {(choice_key(operand, f.path, site), True)}
-                bound = f.args if isinstance(f, CallableFact) else ()
+        for f in callables:
+            bound = f.args if isinstance(f, CallableFact) else ()
+            with self.assuming({(choice_key(operand, f.path, site), True)} if operand is not None else ()):
                 if replayed:  # given positionally, after what a partial holds
                     out |= self.call_path(f.path, c, [], None, bound=bound + tuple((None, v) for v in args))
                 else:
                     out |= self.call_path(f.path, c, args, None, bound=bound)
+        return out
+
+    @contextmanager
+    def assuming(self, literals: Iterable[Literal]) -> Iterator[None]:
+        """The path condition with `literals` added, for the body of the `with`."""
+        start_cond = self.cond
+        self.cond = start_cond | frozenset(literals)
+        try:
+            yield
         finally:
             self.cond = start_cond
-        return out
 
     def choice_site(self, callee: ir.Expr | None, c: ir.Call) -> str:
         """What tells one choice of a callable from another: a name (or `self.x`) and how often it
@@ -664,7 +670,7 @@ class FunctionFlow:
         return info[3] if info is not None and "__init__" not in info[1] else ()
 
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
-                  bound: tuple[tuple[str | None, Value], ...] = (), fields: object = None) -> set[Fact]:
+                  bound: tuple[tuple[str | None, Value], ...] = (), record: object = None) -> set[Fact]:
         if path in _PARTIAL:
             return self.partial(c, args)
         behaviour = self.api.call(path)
@@ -685,8 +691,7 @@ class FunctionFlow:
         sub = self.substitution(arguments, receiver)
         self.apply_effects(behaviour, path, c, arguments, sub)
         returned = self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns else {UNKNOWN}
-        for call in behaviour.calls_params:  # after the returns: the memory a call returns is named first
-            self.call_parameter(call, path, c, arguments, sub, fields)
+        self.replay_calls(behaviour, path, c, arguments, sub, record)  # after the returns: they are named first
         return returned
 
     def construct(self, cls: str, c: ir.Call, args: list[Value]) -> None:
@@ -697,8 +702,7 @@ class FunctionFlow:
             arguments = _Arguments(c, args, ())
             sub = self.substitution(arguments, None)
             self.apply_effects(behaviour, init, c, arguments, sub)
-            for call in behaviour.calls_params:
-                self.call_parameter(call, init, c, arguments, sub, None)
+            self.replay_calls(behaviour, init, c, arguments, sub, None)
 
     def partial(self, c: ir.Call, args: list[Value]) -> set[Fact]:
         """`functools.partial(f, *args, **kwargs)`: a callable that calls `f` with those arguments too."""
@@ -793,36 +797,34 @@ class FunctionFlow:
                 self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
                               via=(kept.via, kept.chosen))
 
-    def call_parameter(self, call: b.CallsParam, path: str, c: ir.Call, arguments: "_Arguments",
-                       sub: Substitution, fields: object) -> None:
-        """The callee calls the callable this call passes it (`to_dp_local(dp_reduce_scatter, ...)`),
-        or one its record receiver holds (`self.reduce(...)` in a method of the record; `fields`:
-        what the receiver holds, or SELF_FIELDS when it is this method's own object): that call,
-        with the callee's arguments read at this call, happens here."""
-        cond, _, impossible = sub.apply(call.cond)
-        if impossible or self._replays >= MAX_REPLAYS:
-            return
-        args = [frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
-                for alternatives in call.args]
-        if call.param is not None:
-            callee = arguments.value(call.param)
-        elif fields is SELF_FIELDS and call.field in self.record_fields():
-            self.note_call(call.field, args, cond)  # a method of the same record: its callers replay it
-            return
-        else:
-            callee = next((value for name, value in fields if name == call.field), None) \
-                if isinstance(fields, tuple) else None
-        if callee is None:
-            return
-        start_cond = self.cond
-        self.cond = start_cond | cond
-        self._replays += 1
-        try:
-            expr = arguments.expr(call.param) if call.param is not None else None
-            self.call_value(callee, c, args, expr, replayed=True)  # no expression: given to a partial, or a field
-        finally:
-            self.cond = start_cond
-            self._replays -= 1
+    def replay_calls(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: "_Arguments",
+                     sub: Substitution, record: object) -> None:
+        """The calls the callee makes of a callable this call passes it (`to_dp_local(dp_reduce_scatter,
+        ...)`), or of one its receiver holds (`self.reduce(...)` in a method of a record; `record`:
+        the receiver, or OWN_OBJECT when it is this method's own object): they happen here, with
+        the callee's arguments read at this call."""
+        for call in behaviour.calls_params:
+            cond, _, impossible = sub.apply(call.cond)
+            if impossible or self._replays >= MAX_REPLAYS:
+                continue
+            args = [frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
+                    for alternatives in call.args]
+            if call.param is not None:
+                callee = arguments.value(call.param)
+            elif record is OWN_OBJECT and call.field in self.record_fields():
+                self.note_call(call.field, args, cond)  # a method of the same record: its callers replay it
+                continue
+            else:
+                callee = record.field(call.field) if isinstance(record, ObjectFact) else None  # type: ignore[arg-type]
+            if callee is None:
+                continue
+            expr = arguments.expr(call.param) if call.param is not None else None  # none: a partial's, a field
+            self._replays += 1
+            try:
+                with self.assuming(cond):
+                    self.call_value(callee, c, args, expr, replayed=True)
+            finally:
+                self._replays -= 1
 
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
                         sub: Substitution | None = None) -> set[Fact]:
@@ -1394,7 +1396,7 @@ def _anywhere(x: object) -> object:
 
 
 MAX_REPLAYS = 4  # a callable handed on deeper than this (or to itself) is not followed further
-SELF_FIELDS = object()  # a receiver that is the calling method's own object (see `apply_effects`)
+OWN_OBJECT = object()  # a receiver that is the calling method's own object (see `replay_calls`)
 _NONE = ConstFact(None)
 _NONE_VALUE = frozenset({_NONE})
 

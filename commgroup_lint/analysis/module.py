@@ -292,7 +292,7 @@ def _carried(f: Fact, fn: ir.FunctionDef) -> Fact | None:
         return type(f)(replace(f.allocation, cond=scoped(f.allocation.cond, _SHARED_SCOPES), group_params=frozenset()))
     if isinstance(f, (SizeFact, CallableFact, ObjectFact)):
         return f
-    if isinstance(f, PathFact) and not f.path.endswith(")"):  # a module-level function or object, by name
+    if isinstance(f, PathFact) and f.named:  # a module-level function or object
         return f
     if isinstance(f, TupleFact):
         items = tuple(frozenset(c for g in item if (c := _carried(g, fn)) is not None) for item in f.items)

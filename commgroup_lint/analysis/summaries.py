@@ -168,7 +168,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Items(items) if any(r for item in items for r in item if not isinstance(r, b.Constant)) else None
         if isinstance(f, CallableFact):
             return b.Partial(f.path, tuple((keyword, alternatives(value)) for keyword, value in f.args))
-        if isinstance(f, PathFact) and not f.path.endswith(")") and api.call(f.path) is not None:
+        if isinstance(f, PathFact) and f.named and api.call(f.path) is not None:
             return b.Partial(f.path, ())  # a known API returned to be called later
         return None
 
