@@ -1,9 +1,17 @@
-"""Binding at allocation: tensors created inside a context are recorded as bound to its group.
+"""Binding at allocation: memory allocated inside binding contexts is recorded as bound to their group.
 
-A function mode (``_BindMode``, one per thread) is active only inside binding contexts: the profile's
-contexts and pool contexts, :class:`simulated_symmetric_memory`, allocators. Every tensor
-created there with a fresh storage (not a view of an argument) is recorded in the binding
-table with its group and the user's allocation line. Outside them no torch call pays anything.
+Binding contexts are the profile's contexts and pool contexts, :class:`simulated_symmetric_memory`
+and allocators. What they allocate is learnt one of two ways, chosen when a thread's outermost
+context opens:
+
+* on CUDA, once the allocation hook is attached (``_allocator_hook``): the blocks the caching
+  allocator handed out while the context was open, collected as it closes; the site is the
+  line of the context (the ``with``), as the allocation lines are not seen;
+* otherwise, a function mode (``_BindMode``, one per thread) active only inside the contexts:
+  every tensor created there with a fresh storage (not a view of an argument), at the line
+  that created it.
+
+Outside binding contexts no torch call pays anything.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ._allocator_hook import _Hook, hook
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
 from ._state import Active
@@ -92,15 +101,16 @@ class SimulatedSymmetricPool:
 DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 
 
-#: A binding context's part, as a tuple ``(group, pool, registered)`` (a tuple costs no Python
-#: call to make: one is made at each context's entry). What is allocated in its body is bound
-#: to ``group``. With ``pool`` (a :class:`SimulatedSymmetricPool`) it is also registered as that
-#: pool's scheme says; without, registration is left to the real hooks (a NCCL mem pool, torch
-#: symmetric memory). Memory bound to several groups at once (one pool registered with each),
-#: or drawn from a memory pool (registered with the pool's groups, now or later), has no single
-#: allocation group: it is recorded as registered with them (``registered``), and takes the
-#: group of an enclosing context that names one (a context over a pool and a group that enters
-#: ``use_mem_pool(pool)`` inside).
+#: A binding context's part, as a tuple ``(group, pool, registered, mark)`` (a tuple costs no
+#: Python call to make: one is made at each context's entry). What is allocated in its body is
+#: bound to ``group``. With ``pool`` (a :class:`SimulatedSymmetricPool`) it is also registered as
+#: that pool's scheme says; without, registration is left to the real hooks (a NCCL mem pool,
+#: torch symmetric memory). Memory bound to several groups at once (one pool registered with
+#: each), or drawn from a memory pool (registered with the pool's groups, now or later), has no
+#: single allocation group: it is recorded as registered with them (``registered``), and takes
+#: the group of an enclosing context that names one (a context over a pool and a group that
+#: enters ``use_mem_pool(pool)`` inside). ``mark`` is where the allocation hook's blocks of this
+#: context begin (0 under the function mode).
 Frame = tuple
 _NOWHERE: frozenset = frozenset()
 _modes_below = torch._C._len_torch_function_stack  # inside a mode's handler: the modes under it
@@ -111,11 +121,13 @@ class _BindMode(TorchFunctionMode):
     mode per thread however deeply contexts nest (each nesting would otherwise add a mode
     and a dispatch to every torch call in the body): the contexts are its frames. The first
     frame opened binds the memory; the later ones give it their group if it has none. The
-    mode is made once per thread and pushed on torch's stack while it has frames."""
+    mode is made once per thread and pushed on torch's stack while it has frames, unless the
+    allocation hook (``native``, chosen as the first frame opens) learns the memory instead."""
 
     def __init__(self) -> None:
         super().__init__()
         self.frames: list[Frame] = []
+        self.native: Any = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **kwargs) if kwargs else func(*args)
@@ -154,8 +166,10 @@ class _BindMode(TorchFunctionMode):
                     return
         frames = self.frames
         rec = TABLE.buffers.get(ptr)
-        if rec is None:  # the first frame binds, at the user's line (the caller of __torch_function__)
-            group, pool, registered = frames[0]
+        # The first frame binds, at the user's line (the caller of __torch_function__); a hook's
+        # record at a fresh storage's address is stale.
+        if rec is None or rec.serial:
+            group, pool, registered, _ = frames[0]
             shim = Active.shim
             site = (shim.finder if shim is not None else _PLAIN_FINDER).find(3)
             if pool is None:
@@ -166,10 +180,15 @@ class _BindMode(TorchFunctionMode):
                                          block)
             if rec is None or len(frames) == 1:
                 return
-        for frame in frames:  # bound inside without a group: the first enclosing one that names one
-            if rec.alloc_group is not None:
-                return
-            rec.alloc_group = frame[0]
+        _group_from(rec, frames)
+
+
+def _group_from(rec: Any, frames: list[Frame]) -> None:
+    """Memory bound inside without a group takes that of the first enclosing frame naming one."""
+    for frame in frames:
+        if rec.alloc_group is not None:
+            return
+        rec.alloc_group = frame[0]
 
 
 class _Modes(threading.local):
@@ -181,14 +200,22 @@ _push_mode = torch._C._push_on_torch_function_stack  # TorchFunctionMode.__enter
 _pop_mode = torch._C._pop_torch_function_stack  # their two Python calls each
 
 
-def _frames() -> list[Frame]:
-    """This thread's frames: its mode's, the mode pushed on torch's stack while it has any."""
+def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
+    """Open a frame on this thread. The first one chooses how its memory is learnt (the hook,
+    else the mode, pushed on torch's stack while the thread has frames)."""
     mode = _MODES.mode
     if mode is None:
         mode = _MODES.mode = _BindMode()
-    if not mode.frames:
-        _push_mode(mode)
-    return mode.frames
+    frames = mode.frames
+    if not frames:
+        mode.native = native = _Hook.native if _Hook.settled else hook()
+        if native is None:
+            _push_mode(mode)
+    else:
+        native = mode.native
+    frame = (group, pool, registered, native.open() if native is not None else 0)
+    frames.append(frame)
+    return frame
 
 
 def binding_open() -> bool:
@@ -201,37 +228,55 @@ def start_binding(group: Any, pool: SimulatedSymmetricPool | None = None) -> Fra
     """Begin binding what is allocated to ``group`` (or to each group of a list of them); end
     it with :func:`end_binding`."""
     if isinstance(group, _SEQUENCES):
-        frame = (None, None, frozenset(as_process_group(g) for g in group))
-    else:
-        frame = (group if type(group) is _ProcessGroup else as_process_group(group), pool, _NOWHERE)
-    mode = _MODES.mode  # _frames(), written out here and below: every context's entry comes here
-    frames = mode.frames if mode is not None and mode.frames else _frames()
-    frames.append(frame)
-    return frame
+        return _open(None, None, frozenset(as_process_group(g) for g in group))
+    return _open(group if type(group) is _ProcessGroup else as_process_group(group), pool, _NOWHERE)
 
 
 def start_pool_binding(pool: Any) -> Frame:
     """Begin binding what is allocated to the groups ``pool`` is bound to, now or later (the
     body of ``use_mem_pool(pool)``); end it with :func:`end_binding`."""
-    frame = (None, None, POOLS.of(pool))
-    mode = _MODES.mode
-    frames = mode.frames if mode is not None and mode.frames else _frames()
-    frames.append(frame)
-    return frame
+    return _open(None, None, POOLS.of(pool))
 
 
 def end_binding(frame: Frame) -> None:
     """End the binding ``frame`` began (the last one, usually). Frames are told apart by
     identity: two frames of the same group are equal tuples."""
-    frames = _MODES.mode.frames if _MODES.mode is not None else ()
+    mode = _MODES.mode
+    frames = mode.frames if mode is not None else ()
     i = len(frames) - 1
     while i >= 0 and frames[i] is not frame:
         i -= 1
     if i < 0:  # ended already, or begun on another thread
         return
+    native = mode.native
+    if native is not None:
+        collected = native.close(frame[3])
+        if collected is not None:
+            _bind_blocks(collected, frames[: i + 1])
     del frames[i]
-    if not frames:
+    if not frames and native is None:
         _pop_mode()
+
+
+def _bind_blocks(collected: tuple, frames: list[Frame]) -> None:
+    """Bind the blocks the hook collected as a frame closed, as the mode would have bound them
+    (``frames``: those open while they were allocated), at the line of the context; forget
+    those freed since the last collection first (a block's address may be among both)."""
+    freed, blocks = collected
+    for start, serial in freed:
+        TABLE.forget_block(start, serial)
+    if not blocks:
+        return
+    group, pool, registered, _ = frames[0]
+    site = finder().find()
+    for start, nbytes, serial in blocks:
+        if pool is None:
+            rec = TABLE.bind_block(start, nbytes, serial, group, site, registered)
+        else:
+            block, regs = pool._acquire(nbytes, group)
+            rec = TABLE.bind_block(start, nbytes, serial, group, site, regs, pool if block else None, block)
+        if len(frames) > 1:
+            _group_from(rec, frames)
 
 
 def bind_result(out: Any, group: Any) -> None:

@@ -5,7 +5,9 @@ slice of a bound buffer (any tensor on that storage) finds it in one dictionary 
 reference on the storage, with a callback, removes the record when the storage is freed, so a
 later allocation at the same address is not mistaken for the old buffer. A dictionary, not
 sorted intervals: binding and freeing run once per allocation inside a binding context, and
-cost one store and one delete.
+cost one store and one delete. A block the allocation hook reported (no storage object is
+seen) carries the hook's serial number instead, and counts only while the hook still has that
+block at that address.
 
 Registered memory segments (a NCCL mem pool registered with a group's communicator) are
 kept in a second table, of sorted intervals per device: there the unit is a segment, not a
@@ -37,9 +39,9 @@ class Record:
     (``PoolGroups``), shared by the records of the memory drawn from it, so a pool bound after
     the allocation counts (registration replaces the set, never changes it in place, so a
     frozenset is shared too). ``ref`` is the weak reference on the storage whose callback
-    drops it."""
+    drops it; a block from the allocation hook has its ``serial`` (0: a storage)."""
 
-    __slots__ = ("start", "alloc_group", "site", "registered", "pool", "block", "ref", "__weakref__")
+    __slots__ = ("start", "alloc_group", "site", "registered", "pool", "block", "ref", "serial", "__weakref__")
 
     def __init__(self, start: int, alloc_group: Any, site: Any, registered: Any, pool: Any = None,
                  block: Any = None) -> None:
@@ -50,6 +52,7 @@ class Record:
         self.pool = pool
         self.block = block
         self.ref: Any = None
+        self.serial = 0
 
 
 class _StorageRef(weakref.ref):
@@ -120,6 +123,8 @@ class BindingTable:
         # device index (-1: the CPU) -> registered segments' intervals
         self.segments: dict[int, _Intervals] = {}
         self._on_freed = self._freed  # one bound method for every weak reference
+        # the allocation hook's serial number of the block at an address (0: none), once attached
+        self.block_serial: Any = None
 
     # -- buffers -------------------------------------------------------------------
     def bind(self, tensor: Any, alloc_group: Any, site: Any, registered: Any = (), pool: Any = None,
@@ -143,23 +148,46 @@ class BindingTable:
         self.buffers[start] = rec
         return rec
 
+    def bind_block(self, start: int, nbytes: int, serial: int, alloc_group: Any, site: Any, registered: Any = (),
+                   pool: Any = None, block: Any = None) -> Record:
+        """Bind a block the allocation hook reported, with its serial number."""
+        rec = self.buffers[start] = Record(start, alloc_group, site, registered, pool, block)
+        rec.serial = serial
+        return rec
+
+    def forget_block(self, start: int, serial: int) -> None:
+        """The hook's block ``serial`` at ``start`` was freed."""
+        rec = self.buffers.get(start)
+        if rec is not None and rec.serial == serial:
+            self._drop(rec)
+
     def _freed(self, ref: _StorageRef) -> None:
         """The storage of ``ref`` is being freed: its memory is not yet back in the allocator,
         so no other binding of that address can come between the read and the delete."""
         rec = ref.record
         rec.ref = ref.record = None  # no cycle left for the garbage collector
-        buffers = self.buffers
         # Only a record still in the table: one replaced by a later binding of the same
         # memory is not released again.
-        if buffers.get(rec.start) is rec:
-            del buffers[rec.start]
-            if rec.pool is not None:
-                rec.pool._release(rec.block)
+        if self.buffers.get(rec.start) is rec:
+            self._drop(rec)
+
+    def _drop(self, rec: Record) -> None:
+        del self.buffers[rec.start]
+        if rec.pool is not None:
+            rec.pool._release(rec.block)
+
+    def record_at(self, start: int) -> Record | None:
+        """The record of the memory starting at ``start``: a storage's, or a block's the hook
+        still has."""
+        rec = self.buffers.get(start)
+        if rec is not None and rec.serial and self.block_serial(start) != rec.serial:
+            return None
+        return rec
 
     def lookup(self, tensor: Any) -> tuple[Record | None, set | None]:
         """The record and the registered-segment groups of the memory ``tensor`` views."""
         buffers, segments = self.buffers, self.segments
-        rec = buffers.get(storage_start(tensor)) if buffers else None
+        rec = self.record_at(storage_start(tensor)) if buffers else None
         segs = segments.get(tensor.get_device()) if segments else None
         return rec, segs.get(tensor.data_ptr()) if segs is not None else None
 
@@ -172,8 +200,10 @@ class BindingTable:
         for t in values:
             if isinstance(t, _Tensor):
                 rec = seg = None
-                if buffers:  # storage_start, inline
+                if buffers:  # record_at(storage_start(t)), inline
                     rec = buffers.get(t.data_ptr() if not t.storage_offset() else t.untyped_storage().data_ptr())
+                    if rec is not None and rec.serial and self.block_serial(rec.start) != rec.serial:
+                        rec = None
                 if segments:
                     segs = segments.get(t.get_device())
                     if segs is not None:  # _Intervals.get, inline
@@ -196,7 +226,7 @@ class BindingTable:
         return True
 
     def has_storage(self, tensor: Any) -> bool:
-        return self.buffers.get(tensor.untyped_storage().data_ptr()) is not None
+        return self.record_at(tensor.untyped_storage().data_ptr()) is not None
 
     def buffer_count(self) -> int:
         return len(self.buffers)

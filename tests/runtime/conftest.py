@@ -18,10 +18,10 @@ def pytest_collection_modifyitems(config, items):
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     except ImportError:
         gpus = 0
-    skip = pytest.mark.skip(reason="needs CUDA with >= 2 GPUs (run on the device machine)")
     for item in gpu_items:
-        if gpus < 2:
-            item.add_marker(skip)
+        needed = item.get_closest_marker("gpu").kwargs.get("devices", 2)
+        if gpus < needed:
+            item.add_marker(pytest.mark.skip(reason=f"needs CUDA with >= {needed} GPUs (run on the device machine)"))
 
 
 @pytest.fixture(autouse=True)

@@ -53,7 +53,7 @@ MAIN = textwrap.dedent(
             dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=init, rank=rank, world_size=2)
         group = dist.new_group([0, 1])
         other = dist.new_group([0, 1])
-        with symmetric(group):
+        with symmetric(group):  # CONTEXT
             buf = torch.ones(1024, device=device)  # ALLOCATION
         dist.all_reduce(buf, group=group)  # RIGHT GROUP
         dist.all_reduce(buf, group=other)  # WRONG GROUP
@@ -132,7 +132,7 @@ MEGATRON_MAIN = textwrap.dedent(
         dp = dist.new_group([0, 1])
         other = dist.new_group([0, 1])
         pool = nccl_allocator.create_nccl_mem_pool(symmetric=True)
-        with nccl_allocator.nccl_mem(pool, group=dp):
+        with nccl_allocator.nccl_mem(pool, group=dp):  # CONTEXT
             buf = torch.ones(1 << 20, device="cuda")  # ALLOCATION
         dist.all_reduce(buf, group=dp)  # RIGHT GROUP
         dist.all_reduce(buf, group=other)  # WRONG GROUP
@@ -168,10 +168,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report") -> subprocess.CompletedProcess[str]:
+def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report", **env: str) -> subprocess.CompletedProcess[str]:
     """``main.py INIT ARGV...`` in ``root``, the shim on through the environment only."""
     init = "file://" + str(root / "store")
     return subprocess.run(
         [sys.executable, "main.py", init, *argv], cwd=root, capture_output=True, text=True, timeout=540,
-        env=clean_env(COMMGROUP_LINT_RUNTIME=mode, COMMGROUP_LINT_RUNTIME_LOG=str(log)),
+        env=clean_env(COMMGROUP_LINT_RUNTIME=mode, COMMGROUP_LINT_RUNTIME_LOG=str(log), **env),
     )

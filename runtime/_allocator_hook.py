@@ -1,0 +1,103 @@
+"""The allocation hook: on CUDA, binding contexts learn their memory from the caching allocator.
+
+Where it can, the shim binds what a context allocates through a trace tracker attached to the
+CUDA caching allocator (``allocator_hook.cpp``), not through the function mode that sees every
+torch call made in the body: the tracker notes each block handed out while a context is open on
+the thread, and the context collects them as it closes. The cost is then per context, not per
+torch call, and allocation itself pays a C++ call.
+
+The extension is built once per torch and Python version with torch's own builder (a C++
+compiler and the CUDA headers are needed, no nvcc), into ``COMMGROUP_LINT_CACHE_DIR`` or the
+user's cache directory, and loaded directly afterwards. It is attached once CUDA is
+initialized (the allocator exists only then); the shim never initializes CUDA itself.
+``COMMGROUP_LINT_RUNTIME_HOOK=0`` keeps the function mode. Where the build fails, the reason is
+one line on stderr and the function mode is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+from ._imports import say
+
+HOOK_ENV_VAR = "COMMGROUP_LINT_RUNTIME_HOOK"
+CACHE_ENV_VAR = "COMMGROUP_LINT_CACHE_DIR"
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator_hook.cpp")
+_NAME = "commgroup_lint_allocator_hook"
+
+
+class _Hook:
+    """The process's hook: ``native`` once attached; ``settled`` once the answer cannot change
+    (attached, switched off, no CUDA, or the build failed)."""
+
+    native: ModuleType | None = None
+    settled = False
+
+
+def hook() -> ModuleType | None:
+    """The attached hook, or None (the function mode binds). Asked when a thread's first
+    binding context opens, until settled: before CUDA is initialized, the mode binds."""
+    if _Hook.settled:
+        return _Hook.native
+    import torch
+
+    if os.environ.get(HOOK_ENV_VAR, "1").strip() == "0" or not torch.cuda.is_available():
+        _Hook.settled = True
+        return None
+    if not torch.cuda.is_initialized():
+        return None
+    _Hook.settled = True
+    try:
+        native = _load(torch)
+        native.attach()
+    except Exception as exc:  # a missing compiler or header: the mode binds instead
+        say(f"the CUDA allocation hook is not available ({_reason(exc)}); binding through the "
+            f"function mode (set {HOOK_ENV_VAR}=0 to skip the build)")
+        return None
+    from ._table import TABLE
+
+    TABLE.block_serial = native.serial
+    _Hook.native = native
+    return native
+
+
+def build_directory(torch: ModuleType) -> str:
+    """Where the hook of this source, torch and Python is built."""
+    with open(_SOURCE, "rb") as f:
+        digest = hashlib.sha256(f.read())
+    digest.update(f"{torch.__version__} {torch.version.cuda} {sys.version}".encode())
+    root = os.environ.get(CACHE_ENV_VAR) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commgroup_lint")
+    return os.path.join(root, f"allocator_hook-{digest.hexdigest()[:16]}")
+
+
+def _load(torch: ModuleType) -> ModuleType:
+    """The built extension, imported directly when a finished build is there (no lock file
+    left by a build in progress), else built (other processes wait on the builder's lock)."""
+    directory = build_directory(torch)
+    built = os.path.join(directory, _NAME + ".so")
+    if os.path.exists(built) and not os.path.exists(os.path.join(directory, "lock")):
+        loader = importlib.machinery.ExtensionFileLoader(_NAME, built)
+        spec = importlib.util.spec_from_file_location(_NAME, built, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module
+    from torch.utils import cpp_extension
+
+    os.makedirs(directory, exist_ok=True)
+    say(f"building the CUDA allocation hook in {directory} (once per torch and Python version)")
+    return cpp_extension.load(_NAME, [_SOURCE], build_directory=directory, with_cuda=True,
+                              extra_cflags=["-O2"], verbose=False)
+
+
+def _reason(exc: BaseException) -> str:
+    """The line of ``exc`` that says what failed: a compiler's first error, else its first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower() and not line.startswith("[")]
+    reason = (errors or lines or [""])[0]
+    return f"{type(exc).__name__}: {reason[:300]}" if reason else type(exc).__name__

@@ -1,0 +1,122 @@
+// The runtime shim's allocation hook: the blocks the CUDA caching allocator hands out while a
+// binding context is open on the calling thread, and whether each is still allocated.
+//
+// It replaces, where it builds, the function mode that sees every torch call made inside a
+// binding context: an allocator trace tracker runs only when the allocator does, in C++.
+// Built on first use by ``_allocator_hook.py`` (torch's extension builder), then loaded directly.
+//
+// The tracker runs inside the allocator with its lock held and without the GIL (torch releases
+// it around its ops): it takes no lock but its own and calls no Python. Each block handed out
+// while a context is open gets a serial number; the block's record in Python carries it, and
+// counts only while the block at that address has the same number (``serial(addr)``), so a
+// record whose block was freed is never mistaken for a later block at the same address.
+
+#include <pybind11/pybind11.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+namespace alloc = c10::cuda::CUDACachingAllocator;
+using alloc::TraceEntry;
+
+struct Block {
+  uint64_t addr;
+  uint64_t size;
+  uint64_t serial;
+};
+
+// Per thread: how many contexts are open, and the blocks allocated in them, not yet collected.
+thread_local int open_contexts = 0;
+thread_local std::vector<Block> opened;
+
+// Per process (frees come from any thread): the blocks handed out in contexts and not freed,
+// by address, with their serial numbers; and the freed ones, for ``close`` to return.
+std::mutex mutex;
+std::unordered_map<uint64_t, uint64_t> live;
+std::vector<std::pair<uint64_t, uint64_t>> freed;
+std::atomic<size_t> live_count{0};
+uint64_t next_serial = 1;
+bool attached = false;
+
+void track(const TraceEntry& entry) {
+  if (entry.action_ == TraceEntry::ALLOC) {
+    if (!open_contexts) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    uint64_t serial = next_serial++;
+    live[entry.addr_] = serial;
+    live_count.store(live.size(), std::memory_order_relaxed);
+    opened.push_back({entry.addr_, entry.size_, serial});
+  } else if (entry.action_ == TraceEntry::FREE_REQUESTED) {
+    if (!live_count.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = live.find(entry.addr_);
+    if (it == live.end()) return;
+    freed.emplace_back(it->first, it->second);
+    live.erase(it);
+    live_count.store(live.size(), std::memory_order_relaxed);
+  }
+}
+
+// Attach the tracker (once). The allocator must be initialized (CUDA is), or it attaches nowhere.
+void attach() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!attached) {
+    alloc::attachAllocatorTraceTracker(&track);
+    attached = true;
+  }
+}
+
+// A context opens: the mark to give ``close``.
+size_t open_context() {
+  ++open_contexts;
+  return opened.size();
+}
+
+// The context opened at ``mark`` closes. Returns ``(freed, blocks)``: the blocks freed since the
+// last call, as (address, serial) pairs, to be forgotten first; then the blocks allocated since
+// ``mark`` and still allocated, as (address, size, serial). None when both are empty.
+pybind11::object close_context(size_t mark) {
+  if (open_contexts > 0) --open_contexts;
+  if (mark > opened.size()) mark = opened.size();
+  std::vector<std::pair<uint64_t, uint64_t>> gone;
+  std::vector<Block> kept;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    gone.swap(freed);
+    for (size_t i = mark; i < opened.size(); ++i) {
+      auto it = live.find(opened[i].addr);
+      if (it != live.end() && it->second == opened[i].serial) kept.push_back(opened[i]);
+    }
+  }
+  opened.resize(mark);
+  if (gone.empty() && kept.empty()) return pybind11::none();
+  pybind11::list gone_list, kept_list;
+  for (const auto& g : gone) gone_list.append(pybind11::make_tuple(g.first, g.second));
+  for (const auto& b : kept) kept_list.append(pybind11::make_tuple(b.addr, b.size, b.serial));
+  return pybind11::make_tuple(gone_list, kept_list);
+}
+
+// The serial number of the block allocated in a context at ``addr``, 0 when there is none.
+uint64_t block_serial(uint64_t addr) {
+  if (!live_count.load(std::memory_order_relaxed)) return 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = live.find(addr);
+  return it == live.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "commgroup-lint's allocation hook: CUDA blocks allocated inside binding contexts";
+  m.def("attach", &attach);
+  m.def("open", &open_context);
+  m.def("close", &close_context);
+  m.def("serial", &block_serial);
+}

@@ -1,0 +1,68 @@
+"""One GPU, one process: the allocation hook binds CUDA memory made in a context, and forgets it.
+
+Run by ``test_rt_allocator_hook.py`` as ``python rt_hook_probe.py OUT`` (the hook attaches once
+per process, so each run is a fresh one). On an NCCL world of one rank, two groups over it
+stand for the right and the wrong one. Writes OUT (JSON): whether the hook was used, each
+case's violations as ``[code, line, collective line]``, and the lines marked below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+from commgroup_lint import runtime
+from commgroup_lint.runtime import _allocator_hook
+
+
+def found(shim) -> list[list]:
+    out = [[v.code, v.line, v.collective_line] for v in shim.violations]
+    shim.violations.clear()
+    return out
+
+
+def main(out_path: str) -> None:
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.mkdtemp(), "store"), rank=0,
+                            world_size=1, device_id=torch.device("cuda", 0))
+    right, wrong = dist.new_group([0]), dist.new_group([0])
+    torch.zeros(1, device="cuda")  # CUDA is in use before the first context, as in a model
+    cases = {}
+    with runtime.enforce("report") as shim:
+        with runtime.simulated_symmetric_memory(right, register=False):  # CONTEXT
+            buf = torch.ones(4096, device="cuda")  # ALLOCATION
+            scratch = torch.zeros(4096, device="cuda") * 2  # a temporary, freed inside
+            del scratch
+        dist.all_reduce(buf, group=right)
+        cases["right group"] = found(shim)
+        dist.all_reduce(buf, group=wrong)  # WRONG GROUP
+        cases["wrong group"] = found(shim)
+        dist.all_reduce(buf[1024:], group=wrong)  # VIEW
+        cases["a view, wrong group"] = found(shim)
+        address = buf.data_ptr()
+        del buf
+        reused = [torch.empty(4096, device="cuda") for _ in range(4)]  # memory handed out again, unbound
+        for t in reused:
+            dist.all_reduce(t, group=wrong)
+        cases["freed, then reused outside"] = found(shim)
+        cases["reused the address"] = any(t.data_ptr() == address for t in reused)
+        with runtime.simulated_symmetric_memory(right, register=False):  # OUTER
+            with torch.cuda.use_mem_pool(torch.cuda.MemPool()):
+                pooled = torch.ones(2048, device="cuda")
+        dist.all_reduce(pooled, group=wrong)  # POOLED WRONG
+        cases["nested pool context, wrong group"] = found(shim)
+    torch.cuda.synchronize()
+    result = {"hook": _allocator_hook._Hook.native is not None, "cases": cases}
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+    sys.stdout.flush()
+    os._exit(0)  # skip NCCL teardown
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,170 @@
+"""The allocation hook (``_allocator_hook``): on CUDA, what a binding context allocates is learnt
+from the caching allocator, not from a function mode.
+
+On the CPU, a stand-in with the extension's interface reports the blocks (the tests say when
+the allocator hands one out or takes it back), so the Python side is checked: blocks bound to
+the context's group at the context's line, nesting, and a freed block never taken for a later
+one at its address. On one GPU, the real extension is built and attached in a fresh process
+(``rt_hook_probe.py``), and the same program runs with the hook switched off."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from commgroup_lint import runtime  # noqa: E402
+from commgroup_lint.runtime import _allocator_hook, _binding  # noqa: E402
+from commgroup_lint.runtime._table import TABLE  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBE = os.path.join(HERE, "rt_hook_probe.py")
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+class StandInHook:
+    """``allocator_hook.cpp``'s interface and bookkeeping, in Python; ``allocated`` and ``freed``
+    are the allocator's trace events."""
+
+    def __init__(self) -> None:
+        self.open_contexts = 0
+        self.opened: list[tuple[int, int, int]] = []
+        self.live: dict[int, int] = {}
+        self.gone: list[tuple[int, int]] = []
+        self.next_serial = 1
+
+    def allocated(self, tensor) -> None:
+        if self.open_contexts:
+            addr = tensor.untyped_storage().data_ptr()
+            self.live[addr] = self.next_serial
+            self.opened.append((addr, tensor.untyped_storage().nbytes(), self.next_serial))
+            self.next_serial += 1
+
+    def freed(self, tensor) -> None:
+        addr = tensor.untyped_storage().data_ptr()
+        if addr in self.live:
+            self.gone.append((addr, self.live.pop(addr)))
+
+    def open(self) -> int:
+        self.open_contexts += 1
+        return len(self.opened)
+
+    def close(self, mark: int):
+        self.open_contexts -= 1
+        gone, self.gone = self.gone, []
+        kept = [b for b in self.opened[mark:] if self.live.get(b[0]) == b[2]]
+        del self.opened[mark:]
+        return (gone, kept) if gone or kept else None
+
+    def serial(self, addr: int) -> int:
+        return self.live.get(addr, 0)
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    hook = StandInHook()
+    monkeypatch.setattr(_allocator_hook._Hook, "native", hook)
+    monkeypatch.setattr(_allocator_hook._Hook, "settled", True)
+    monkeypatch.setattr(TABLE, "block_serial", hook.serial)
+    yield hook
+    TABLE.buffers.clear()
+
+
+def _found(shim) -> list[tuple]:
+    out = [(v.code, v.line, v.collective_line) for v in shim.violations]
+    shim.violations.clear()
+    return out
+
+
+def _line() -> int:
+    return sys._getframe(1).f_lineno
+
+
+def test_blocks_are_bound_to_the_context_group_at_its_line(groups, stand_in):
+    import torch.distributed as dist
+
+    a, b = groups
+    with runtime.enforce("report") as shim:
+        with runtime.simulated_symmetric_memory(a, register=False):
+            context = _line() - 1
+            buf = torch.ones(64)
+            stand_in.allocated(buf)
+            assert torch._C._len_torch_function_stack() == 0  # no function mode
+        dist.all_reduce(buf, group=a)
+        assert _found(shim) == []
+        dist.all_reduce(buf[8:], group=b)
+        assert _found(shim) == [("CGL002", context, _line() - 1)]
+
+
+def test_a_freed_block_is_not_taken_for_the_next_one_at_its_address(groups, stand_in):
+    import torch.distributed as dist
+
+    a, b = groups
+    with runtime.enforce("report") as shim:
+        with runtime.simulated_symmetric_memory(a, register=False):
+            buf = torch.ones(64)
+            stand_in.allocated(buf)
+            temporary = torch.ones(64)
+            stand_in.allocated(temporary)
+            stand_in.freed(temporary)  # freed inside: never bound
+        assert set(TABLE.buffers) == {buf.untyped_storage().data_ptr()}
+        stand_in.freed(buf)  # the allocator took the block back: the tensor stands for a later one
+        dist.all_reduce(buf, group=b)
+        assert _found(shim) == []
+        with runtime.simulated_symmetric_memory(b, register=False):
+            pass
+        assert TABLE.buffers == {}  # forgotten at the next collection
+
+
+def test_nested_frames_bind_as_the_mode_does(groups, stand_in):
+    import torch.distributed as dist
+
+    a, b = groups
+    with runtime.enforce("report") as shim:
+        pool = object()
+        outer = _binding.start_pool_binding(pool)  # a pool context over a context naming a group
+        with runtime.simulated_symmetric_memory(a, register=False):
+            buf = torch.ones(64)
+            stand_in.allocated(buf)
+        assert set(TABLE.buffers) == {buf.untyped_storage().data_ptr()}  # collected as the inner frame closed
+        _binding.end_binding(outer)
+        record = TABLE.buffers[buf.untyped_storage().data_ptr()]
+        assert record.alloc_group is a and record.registered is runtime._table.POOLS.of(pool)
+        dist.all_reduce(buf, group=b)
+        assert [code for code, *_ in _found(shim)] == ["CGL002"]
+
+
+def _probe(tmp_path, **env) -> dict:
+    out = tmp_path / f"probe-{len(env)}.json"
+    proc = subprocess.run([sys.executable, PROBE, str(out)], cwd=HERE, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def _marked(marker: str) -> int:
+    with open(PROBE) as f:
+        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+@pytest.mark.gpu(devices=1)
+@pytest.mark.slow
+@pytest.mark.parametrize("hooked", [True, False], ids=["hook", "function mode"])
+def test_cuda_memory_bound_through_the_allocator_hook(tmp_path, hooked):
+    result = _probe(tmp_path, **({} if hooked else {_allocator_hook.HOOK_ENV_VAR: "0"}))
+    assert result["hook"] is hooked
+    allocation = _marked("CONTEXT") if hooked else _marked("ALLOCATION")
+    pooled = _marked("OUTER") if hooked else _marked("OUTER") + 2
+    cases = result["cases"]
+    assert cases["right group"] == []
+    assert cases["wrong group"] == [["CGL002", allocation, _marked("WRONG GROUP")]]
+    assert cases["a view, wrong group"] == [["CGL002", allocation, _marked("VIEW")]]
+    assert cases["reused the address"] is True
+    assert cases["freed, then reused outside"] == []
+    assert cases["nested pool context, wrong group"] == [["CGL002", pooled, _marked("POOLED WRONG")]]
