@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
-from runtime_overhead import paired  # noqa: E402
+from runtime_overhead import _timed as _step_time, paired  # noqa: E402
 
 
 def _run_one_rank_groups(dp_attention, parallel_state, nccl_pool) -> None:
@@ -74,6 +74,22 @@ def _host_time(fn, sync, reps: int) -> float:
     elapsed = time.perf_counter() - t0
     sync()
     return elapsed / reps
+
+
+#: (label, timer, through the function mode although the hook is attached)
+_MEASURES = [("step", _step_time, False), ("host time", _host_time, False),
+             ("host time, function mode", _host_time, True)]
+
+
+@contextlib.contextmanager
+def _function_mode(allocator_hook):
+    """The shim binds through its function mode meanwhile, the hook attached but unused."""
+    native = allocator_hook._Hook.native
+    allocator_hook._Hook.native = None
+    try:
+        yield
+    finally:
+        allocator_hook._Hook.native = native
 
 
 def _python_calls(run, shim) -> dict[str, int]:
@@ -126,6 +142,7 @@ def main() -> None:
     from smoke_model.model import DecoderLayer
 
     from commgroup_lint import runtime
+    from commgroup_lint.runtime import _allocator_hook
 
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.mkdtemp(), "store"), rank=0,
@@ -135,8 +152,9 @@ def main() -> None:
     shim = lambda: runtime.enforce("warn")  # noqa: E731
     plain = contextlib.nullcontext
 
-    print(f"torch={torch.__version__} nccl={torch.cuda.nccl.version()} one GPU, warn mode, "
-          f"medians of {ns.rounds} paired rounds of 20 steps")
+    hooked = _allocator_hook.hook() is not None  # CUDA is initialized: attached, unless it cannot be
+    print(f"torch={torch.__version__} nccl={torch.cuda.nccl.version()} one GPU, warn mode, binding through "
+          f"the {'allocation hook' if hooked else 'function mode'}, medians of {ns.rounds} paired rounds of 20 steps")
     for size in ns.sizes.split(","):
         local_len, hidden = (int(n) for n in size.split("x"))
         dp_attention.initialize_dp_attention(1, local_len, hidden, dtype=torch.bfloat16, device="cuda")
@@ -145,10 +163,10 @@ def main() -> None:
         for _ in range(10):
             run()
         print(f"\n== smoke step {size}")
-        step = paired(run, sync, 20, ns.rounds, shim)
-        host = paired(run, sync, 20, ns.rounds, shim, timer=_host_time)
-        for label, (p, s, _) in (("step", step), ("host time", host)):
-            print(f"{label:10} plain {p * 1e3:.3f} ms  shim {s * 1e3:.3f} ms  "
+        for label, timer, through_mode in _MEASURES if hooked else _MEASURES[:2]:
+            with _function_mode(_allocator_hook) if through_mode else contextlib.nullcontext():
+                p, s, _ = paired(run, sync, 20, ns.rounds, shim, timer=timer)
+            print(f"{label:26} plain {p * 1e3:.3f} ms  shim {s * 1e3:.3f} ms  "
                   f"{(s - p) * 1e6:+.1f} us ({(s / p - 1) * 100:+.2f}%)")
         calls = {label: _python_calls(run, ctx) for label, ctx in (("plain", plain), ("shim", shim))}
         print(f"Python calls per step: plain {sum(calls['plain'].values())}, shim {sum(calls['shim'].values())}")
