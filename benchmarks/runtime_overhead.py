@@ -233,18 +233,21 @@ def _stand_in_engine() -> str:
     return root
 
 
-def in_process(rounds: int = 9) -> None:
+def in_process(rounds: int = 9, device: str = "cpu") -> None:
     """One process on torch's fake process group (collectives return at once, no backend
     noise): the shim's CPU cost per call, and per event of the smoke step's path on CUDA (a
     profile context entering a pool context, an allocation inside both, a collective through
-    a group wrapper's method) on a stand-in engine."""
+    a group wrapper's method) on a stand-in engine. Tensors on ``device``: on CUDA, memory
+    made in contexts is bound through the allocation hook where it is attached."""
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     from commgroup_lint import runtime
+    from commgroup_lint.runtime import _allocator_hook
 
+    torch.empty(1, device=device)  # CUDA is initialized before any context, as in a model
     os.chdir(_stand_in_engine())  # the shim reads the stand-in's configuration
     sys.path.insert(0, os.getcwd())
     import cglbench
@@ -253,12 +256,12 @@ def in_process(rounds: int = 9) -> None:
     g = dist.new_group([0, 1])
     coordinator = cglbench.Coordinator(g)
     with runtime.simulated_symmetric_memory(g):
-        buf = torch.ones(1024)
-    out, x = torch.ones(2048), torch.ones(16)
+        buf = torch.ones(1024, device=device)
+    out, x = torch.ones(2048, device=device), torch.ones(16, device=device)
 
     def alloc() -> torch.Tensor:
         with runtime.simulated_symmetric_memory(g, register=False):
-            return torch.empty(256)
+            return torch.empty(256, device=device)
 
     def context() -> None:
         with cglbench.use_symmetric_memory(coordinator):
@@ -266,7 +269,11 @@ def in_process(rounds: int = 9) -> None:
 
     def context_alloc() -> torch.Tensor:
         with cglbench.use_symmetric_memory(coordinator):
-            return torch.empty(256)
+            return torch.empty(256, device=device)
+
+    def context_compute() -> torch.Tensor:  # an engine's context around a layer's kernels
+        with cglbench.use_symmetric_memory(coordinator):
+            return torch.add(torch.mul(torch.sub(x, 1), 2), x).relu_().neg()
 
     cases = [
         ("all_reduce, bound buffer", lambda: dist.all_reduce(buf, group=g), 5000),
@@ -276,9 +283,12 @@ def in_process(rounds: int = 9) -> None:
         ("allocation in simulated_symmetric_memory (binds, shim or not)", alloc, 5000),
         ("profile context over a pool context, empty", context, 5000),
         ("the same, one allocation inside", context_alloc, 5000),
+        ("the same, five torch ops inside (four allocate)", context_compute, 5000),
         ("torch.add (not a collective)", lambda: torch.add(x, x), 20000),
     ]
-    print(f"in-process, torch={torch.__version__}, fake process group, median of {rounds} paired rounds:")
+    binding = "the allocation hook" if _allocator_hook.hook() is not None else "the function mode"
+    print(f"in-process, torch={torch.__version__}, fake process group, tensors on {device}, binding through "
+          f"{binding}, median of {rounds} paired rounds:")
     print("| per call | plain | shim | extra |")
     print("|---|---|---|---|")
     for label, fn, n in cases:
@@ -299,7 +309,7 @@ def main() -> None:
     parser.add_argument("--in-process", action="store_true", help="one process, fake process group: us per call")
     ns = parser.parse_args()
     if ns.in_process:
-        return in_process()
+        return in_process(device=ns.device)
     import torch.multiprocessing as mp
 
     cuda = ns.device == "cuda"
