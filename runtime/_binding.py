@@ -268,7 +268,8 @@ def _bind_blocks(collected: tuple, frames: list[Frame]) -> None:
     if not blocks:
         return
     group, pool, registered, _ = frames[0]
-    site = finder().find()
+    shim = Active.shim
+    site = (shim.finder if shim is not None else _PLAIN_FINDER).find()
     for start, nbytes, serial in blocks:
         if pool is None:
             rec = TABLE.bind_block(start, nbytes, serial, group, site, registered)
