@@ -39,7 +39,8 @@ if ! python3 -m pip install --no-index --no-deps --no-build-isolation -e . > "$O
 fi
 case "$what" in
     tests)
-        timeout 540 python3 -m pytest tests/runtime/test_rt_gpu.py -m gpu -v -rs -s -p no:cacheprovider 2>&1 \
+        timeout 540 python3 -m pytest tests/runtime/test_rt_gpu.py tests/runtime/test_rt_allocator_hook.py -m gpu -v -rs -s \
+            -p no:cacheprovider 2>&1 \
             | tee "$OUT/gpu_tests.txt"
         exit "${PIPESTATUS[0]}"
         ;;
