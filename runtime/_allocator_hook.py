@@ -21,6 +21,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import warnings
 from types import ModuleType
 
 from ._imports import say
@@ -91,13 +92,15 @@ def _load(torch: ModuleType) -> ModuleType:
 
     os.makedirs(directory, exist_ok=True)
     say(f"building the CUDA allocation hook in {directory} (once per torch and Python version)")
-    return cpp_extension.load(_NAME, [_SOURCE], build_directory=directory, with_cuda=True,
-                              extra_cflags=["-O2"], verbose=False)
+    with warnings.catch_warnings():  # the builder's own warnings are not the program's (-W error)
+        warnings.simplefilter("ignore")
+        return cpp_extension.load(_NAME, [_SOURCE], build_directory=directory, with_cuda=True,
+                                  extra_cflags=["-O2"], verbose=False)
 
 
 def _reason(exc: BaseException) -> str:
     """The line of ``exc`` that says what failed: a compiler's first error, else its first line."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower() and not line.startswith("[")]
+    errors = [line for line in lines if "error:" in line.lower()]  # a compiler's or linker's
     reason = (errors or lines or [""])[0]
     return f"{type(exc).__name__}: {reason[:300]}" if reason else type(exc).__name__

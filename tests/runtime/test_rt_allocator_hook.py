@@ -140,6 +140,37 @@ def test_nested_frames_bind_as_the_mode_does(groups, stand_in):
         assert [code for code, *_ in _found(shim)] == ["CGL002"]
 
 
+@pytest.fixture
+def unsettled(monkeypatch):
+    """The hook's state as in a fresh process."""
+    monkeypatch.setattr(_allocator_hook._Hook, "native", None)
+    monkeypatch.setattr(_allocator_hook._Hook, "settled", False)
+
+
+def test_switched_off_the_function_mode_binds_without_a_build(unsettled, monkeypatch):
+    monkeypatch.setenv(_allocator_hook.HOOK_ENV_VAR, "0")
+    monkeypatch.setattr(_allocator_hook, "_load", lambda torch: pytest.fail("built although switched off"))
+    assert _allocator_hook.hook() is None and _allocator_hook._Hook.settled
+
+
+def test_a_failed_build_is_one_line_on_stderr_and_the_function_mode_binds(unsettled, monkeypatch, capsys):
+    def failed_build(torch):
+        raise RuntimeError("Error building extension 'commgroup_lint_allocator_hook': [1/2] g++ -c allocator_hook.cpp\n"
+                           "allocator_hook.cpp:16:10: fatal error: cuda_runtime_api.h: No such file or directory\n"
+                           "compilation terminated.")
+
+    monkeypatch.delenv(_allocator_hook.HOOK_ENV_VAR, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(_allocator_hook, "_load", failed_build)
+    assert _allocator_hook.hook() is None
+    assert _allocator_hook.hook() is None  # settled: not tried again
+    assert capsys.readouterr().err == (
+        "commgroup-lint runtime: the CUDA allocation hook is not available (RuntimeError: allocator_hook.cpp:16:10: "
+        "fatal error: cuda_runtime_api.h: No such file or directory); binding through the function mode "
+        "(set COMMGROUP_LINT_RUNTIME_HOOK=0 to skip the build)\n")
+
+
 def _probe(tmp_path, **env) -> dict:
     out = tmp_path / f"probe-{len(env)}.json"
     proc = subprocess.run([sys.executable, PROBE, str(out)], cwd=HERE, env={**os.environ, **env},
