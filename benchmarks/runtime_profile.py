@@ -84,12 +84,12 @@ _MEASURES = [("step", _step_time, False), ("host time", _host_time, False),
 @contextlib.contextmanager
 def _function_mode(allocator_hook):
     """The shim binds through its function mode meanwhile, the hook attached but unused."""
-    native = allocator_hook._Hook.native
-    allocator_hook._Hook.native = None
+    native = allocator_hook.HookState.native
+    allocator_hook.HookState.native = None
     try:
         yield
     finally:
-        allocator_hook._Hook.native = native
+        allocator_hook.HookState.native = native
 
 
 def _python_calls(run, shim) -> dict[str, int]:

@@ -32,7 +32,7 @@ _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator_ho
 _NAME = "commgroup_lint_allocator_hook"
 
 
-class _Hook:
+class HookState:
     """The process's hook: ``native`` once attached; ``settled`` once the answer cannot change
     (attached, switched off, no CUDA, or the build failed)."""
 
@@ -43,16 +43,16 @@ class _Hook:
 def hook() -> ModuleType | None:
     """The attached hook, or None (the function mode binds). Asked when a thread's first
     binding context opens, until settled: before CUDA is initialized, the mode binds."""
-    if _Hook.settled:
-        return _Hook.native
+    if HookState.settled:
+        return HookState.native
     import torch
 
     if os.environ.get(HOOK_ENV_VAR, "1").strip() == "0" or not torch.cuda.is_available():
-        _Hook.settled = True
+        HookState.settled = True
         return None
     if not torch.cuda.is_initialized():
         return None
-    _Hook.settled = True
+    HookState.settled = True
     try:
         native = _load(torch)
         native.attach()
@@ -63,11 +63,11 @@ def hook() -> ModuleType | None:
     from ._table import TABLE
 
     TABLE.block_serial = native.serial
-    _Hook.native = native
+    HookState.native = native
     return native
 
 
-def build_directory(torch: ModuleType) -> str:
+def _build_directory(torch: ModuleType) -> str:
     """Where the hook of this source, torch and Python is built."""
     with open(_SOURCE, "rb") as f:
         digest = hashlib.sha256(f.read())
@@ -80,7 +80,7 @@ def build_directory(torch: ModuleType) -> str:
 def _load(torch: ModuleType) -> ModuleType:
     """The built extension, imported directly when a finished build is there (no lock file
     left by a build in progress), else built (other processes wait on the builder's lock)."""
-    directory = build_directory(torch)
+    directory = _build_directory(torch)
     built = os.path.join(directory, _NAME + ".so")
     if os.path.exists(built) and not os.path.exists(os.path.join(directory, "lock")):
         loader = importlib.machinery.ExtensionFileLoader(_NAME, built)

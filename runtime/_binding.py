@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._allocator_hook import _Hook, hook
+from ._allocator_hook import HookState, hook
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
 from ._state import Active
@@ -208,7 +208,7 @@ def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
         mode = _MODES.mode = _BindMode()
     frames = mode.frames
     if not frames:
-        mode.native = native = _Hook.native if _Hook.settled else hook()
+        mode.native = native = HookState.native if HookState.settled else hook()
         if native is None:
             _push_mode(mode)
     else:
@@ -271,11 +271,11 @@ def _bind_blocks(collected: tuple, frames: list[Frame]) -> None:
     shim = Active.shim
     site = (shim.finder if shim is not None else _PLAIN_FINDER).find()
     for start, nbytes, serial in blocks:
-        if pool is None:
-            rec = TABLE.bind_block(start, nbytes, serial, group, site, registered)
-        else:
+        regs, owner, block = registered, None, None
+        if pool is not None:
             block, regs = pool._acquire(nbytes, group)
-            rec = TABLE.bind_block(start, nbytes, serial, group, site, regs, pool if block else None, block)
+            owner = pool if block else None
+        rec = TABLE.bind_block(start, serial, group, site, regs, owner, block)
         if len(frames) > 1:
             _group_from(rec, frames)
 

@@ -44,7 +44,7 @@ class Record:
     __slots__ = ("start", "alloc_group", "site", "registered", "pool", "block", "ref", "serial", "__weakref__")
 
     def __init__(self, start: int, alloc_group: Any, site: Any, registered: Any, pool: Any = None,
-                 block: Any = None) -> None:
+                 block: Any = None, serial: int = 0) -> None:
         self.start = start
         self.alloc_group = alloc_group
         self.site = site
@@ -52,7 +52,7 @@ class Record:
         self.pool = pool
         self.block = block
         self.ref: Any = None
-        self.serial = 0
+        self.serial = serial
 
 
 class _StorageRef(weakref.ref):
@@ -148,11 +148,10 @@ class BindingTable:
         self.buffers[start] = rec
         return rec
 
-    def bind_block(self, start: int, nbytes: int, serial: int, alloc_group: Any, site: Any, registered: Any = (),
-                   pool: Any = None, block: Any = None) -> Record:
+    def bind_block(self, start: int, serial: int, alloc_group: Any, site: Any, registered: Any = (), pool: Any = None,
+                   block: Any = None) -> Record:
         """Bind a block the allocation hook reported, with its serial number."""
-        rec = self.buffers[start] = Record(start, alloc_group, site, registered, pool, block)
-        rec.serial = serial
+        rec = self.buffers[start] = Record(start, alloc_group, site, registered, pool, block, serial)
         return rec
 
     def forget_block(self, start: int, serial: int) -> None:

@@ -57,7 +57,7 @@ def main(out_path: str) -> None:
         dist.all_reduce(pooled, group=wrong)  # POOLED WRONG
         cases["nested pool context, wrong group"] = found(shim)
     torch.cuda.synchronize()
-    result = {"hook": _allocator_hook._Hook.native is not None, "cases": cases}
+    result = {"hook": _allocator_hook.HookState.native is not None, "cases": cases}
     with open(out_path, "w") as f:
         json.dump(result, f)
     sys.stdout.flush()

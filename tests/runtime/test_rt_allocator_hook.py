@@ -69,8 +69,8 @@ class StandInHook:
 @pytest.fixture
 def stand_in(monkeypatch):
     hook = StandInHook()
-    monkeypatch.setattr(_allocator_hook._Hook, "native", hook)
-    monkeypatch.setattr(_allocator_hook._Hook, "settled", True)
+    monkeypatch.setattr(_allocator_hook.HookState, "native", hook)
+    monkeypatch.setattr(_allocator_hook.HookState, "settled", True)
     monkeypatch.setattr(TABLE, "block_serial", hook.serial)
     yield hook
     TABLE.buffers.clear()
@@ -143,14 +143,14 @@ def test_nested_frames_bind_as_the_mode_does(groups, stand_in):
 @pytest.fixture
 def unsettled(monkeypatch):
     """The hook's state as in a fresh process."""
-    monkeypatch.setattr(_allocator_hook._Hook, "native", None)
-    monkeypatch.setattr(_allocator_hook._Hook, "settled", False)
+    monkeypatch.setattr(_allocator_hook.HookState, "native", None)
+    monkeypatch.setattr(_allocator_hook.HookState, "settled", False)
 
 
 def test_switched_off_the_function_mode_binds_without_a_build(unsettled, monkeypatch):
     monkeypatch.setenv(_allocator_hook.HOOK_ENV_VAR, "0")
     monkeypatch.setattr(_allocator_hook, "_load", lambda torch: pytest.fail("built although switched off"))
-    assert _allocator_hook.hook() is None and _allocator_hook._Hook.settled
+    assert _allocator_hook.hook() is None and _allocator_hook.HookState.settled
 
 
 def test_a_failed_build_is_one_line_on_stderr_and_the_function_mode_binds(unsettled, monkeypatch, capsys):
