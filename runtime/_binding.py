@@ -17,6 +17,7 @@ Outside binding contexts no torch call pays anything.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -114,6 +115,8 @@ DEFAULT_POOL = SimulatedSymmetricPool("per_context")
 Frame = tuple
 _NOWHERE: frozenset = frozenset()
 _modes_below = torch._C._len_torch_function_stack  # inside a mode's handler: the modes under it
+#: Whether torch.compile (or export) is tracing the caller: the compiler reads it as true.
+is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 class _BindMode(TorchFunctionMode):
@@ -130,6 +133,8 @@ class _BindMode(TorchFunctionMode):
         self.native: Any = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if is_compiling():  # torch.compile traces the call alone (the mode stands aside, as the hooks do)
+            return func(*args, **kwargs) if kwargs else func(*args)
         out = func(*args, **kwargs) if kwargs else func(*args)
         if type(out) is _Tensor and not _modes_below():  # the usual allocation, written flat
             if not out.is_meta:

@@ -38,7 +38,6 @@ from ._targets import Targets
 VIOLATIONS: list[Violation] = []
 _SEEN: set[tuple] = set()
 _STACK: list[enforce] = []  # the enforce blocks now open, outermost first
-_is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 class Shim:
@@ -69,7 +68,7 @@ class Shim:
         self.patcher.restore()
 
     # -- what the hooks call ---------------------------------------------------------------
-    compiling = staticmethod(_is_compiling)
+    compiling = staticmethod(_binding.is_compiling)
     start_binding = staticmethod(_binding.start_binding)
     start_pool_binding = staticmethod(_binding.start_pool_binding)
     end_binding = staticmethod(_binding.end_binding)

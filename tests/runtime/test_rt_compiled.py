@@ -61,3 +61,23 @@ def test_functional_collectives_are_checked_in_eager_code_too(groups) -> None:
         funcol.wait_tensor(funcol.all_gather_tensor(buf, 0, a))
     assert [(v.code, v.line, v.collective) for v in ctx.violations] == [("CGL002", line, "all_reduce")]
     assert out.tolist() == [1.0] * 4
+
+
+def _double(t: torch.Tensor) -> torch.Tensor:
+    return (t * 2).relu()
+
+
+def test_compiled_code_called_inside_a_binding_context_compiles_and_binds(groups) -> None:
+    # The function mode that binds inside contexts stands aside while the compiler traces: a
+    # fullgraph compile inside a context compiled (and raised Unsupported) through it before.
+    a, b = groups
+    compiled = torch.compile(_double, backend="aot_eager", fullgraph=True)
+    with runtime.enforce("report") as ctx:
+        with runtime.simulated_symmetric_memory(a, register=False):
+            x = torch.ones(8); line = _line()  # noqa: E702
+            out = compiled(x)
+        dist.all_reduce(x, group=b)
+        dist.all_reduce(out, group=b)
+    assert torch.equal(out, _double(torch.ones(8)))
+    # the graph's ops run at the compiled function's first line (its frame keeps no other)
+    assert [(v.code, v.line) for v in ctx.violations] == [("CGL002", line), ("CGL002", _double.__code__.co_firstlineno)]
