@@ -26,6 +26,10 @@ def found(shim) -> list[list]:
     return out
 
 
+def _double(t):
+    return (t * 2).relu()
+
+
 def main(out_path: str) -> None:
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.mkdtemp(), "store"), rank=0,
@@ -56,6 +60,12 @@ def main(out_path: str) -> None:
                 pooled = torch.ones(2048, device="cuda")
         dist.all_reduce(pooled, group=wrong)  # POOLED WRONG
         cases["nested pool context, wrong group"] = found(shim)
+        double = torch.compile(_double, fullgraph=True)  # inductor: its kernels allocate in C++
+        with runtime.simulated_symmetric_memory(right, register=False):  # COMPILED CONTEXT
+            made = double(torch.ones(4096, device="cuda"))
+        dist.all_reduce(made, group=wrong)  # COMPILED WRONG
+        cases["made by compiled code in a context, wrong group"] = found(shim)
+        cases["compiled output"] = made.sum().item()
     torch.cuda.synchronize()
     result = {"hook": _allocator_hook.HookState.native is not None, "cases": cases}
     with open(out_path, "w") as f:

@@ -5,7 +5,8 @@ On the CPU, a stand-in with the extension's interface reports the blocks (the te
 the allocator hands one out or takes it back), so the Python side is checked: blocks bound to
 the context's group at the context's line, nesting, and a freed block never taken for a later
 one at its address. On one GPU, the real extension is built and attached in a fresh process
-(``rt_hook_probe.py``), and the same program runs with the hook switched off."""
+(``rt_hook_probe.py``), and the same program runs with the hook switched off. Only the hook
+binds what compiled code (inductor) allocates inside a context."""
 
 from __future__ import annotations
 
@@ -199,3 +200,7 @@ def test_cuda_memory_bound_through_the_allocator_hook(tmp_path, hooked):
     assert cases["reused the address"] is True
     assert cases["freed, then reused outside"] == []
     assert cases["nested pool context, wrong group"] == [["CGL002", pooled, _marked("POOLED WRONG")]]
+    # inductor's kernels allocate in C++: only the allocator sees their outputs
+    compiled = [["CGL002", _marked("COMPILED CONTEXT"), _marked("COMPILED WRONG")]] if hooked else []
+    assert cases["made by compiled code in a context, wrong group"] == compiled
+    assert cases["compiled output"] == 8192.0
