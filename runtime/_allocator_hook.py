@@ -9,7 +9,9 @@ torch call, and allocation itself pays a C++ call.
 The extension is built once per torch and Python version with torch's own builder (a C++
 compiler and the CUDA headers are needed, no nvcc), into ``COMMGROUP_LINT_CACHE_DIR`` or the
 user's cache directory, and loaded directly afterwards. It is attached once CUDA is
-initialized (the allocator exists only then); the shim never initializes CUDA itself.
+initialized (the allocator exists only then), and used once the process has allocated CUDA
+memory: until then (a CPU program in which something initialized CUDA) the function mode binds.
+The shim never initializes CUDA itself.
 ``COMMGROUP_LINT_RUNTIME_HOOK=0`` keeps the function mode. Where the build fails, the reason is
 one line on stderr and the function mode is used.
 """
@@ -33,16 +35,18 @@ _NAME = "commgroup_lint_allocator_hook"
 
 
 class HookState:
-    """The process's hook: ``native`` once attached; ``settled`` once the answer cannot change
-    (attached, switched off, no CUDA, or the build failed)."""
+    """The process's hook: ``attached`` once attached, ``native`` once in use; ``settled`` once
+    the answer cannot change (in use, switched off, no CUDA, or the build failed)."""
 
+    attached: ModuleType | None = None
     native: ModuleType | None = None
     settled = False
 
 
 def hook() -> ModuleType | None:
-    """The attached hook, or None (the function mode binds). Asked when a thread's first
-    binding context opens, until settled: before CUDA is initialized, the mode binds."""
+    """The hook to bind through, or None (the function mode binds). Asked when a thread's first
+    binding context opens, until settled: before CUDA is initialized, and before the process
+    has allocated CUDA memory, the mode binds."""
     if HookState.settled:
         return HookState.native
     import torch
@@ -52,18 +56,27 @@ def hook() -> ModuleType | None:
         return None
     if not torch.cuda.is_initialized():
         return None
-    HookState.settled = True
+    native = HookState.attached or _attach(torch)
+    if native is None or not native.in_use():
+        return None
+    HookState.native, HookState.settled = native, True
+    return native
+
+
+def _attach(torch: ModuleType) -> ModuleType | None:
+    """Build or load the hook and attach it (once); None, settled, where it cannot be."""
     try:
         native = _load(torch)
-        native.attach()
+        native.attach(torch.cuda.max_memory_allocated() > 0)  # ever, on this device
     except Exception as exc:  # a missing compiler or header: the mode binds instead
+        HookState.settled = True
         say(f"the CUDA allocation hook is not available ({_reason(exc)}); binding through the "
             f"function mode (set {HOOK_ENV_VAR}=0 to skip the build)")
         return None
     from ._table import TABLE
 
     TABLE.block_serial = native.serial
-    HookState.native = native
+    HookState.attached = native
     return native
 
 

@@ -42,11 +42,13 @@ std::mutex mutex;
 std::unordered_map<uint64_t, uint64_t> live;
 std::vector<std::pair<uint64_t, uint64_t>> freed;
 std::atomic<size_t> live_count{0};
+std::atomic<bool> in_use{false};  // CUDA memory has been allocated in this process
 uint64_t next_serial = 1;
 bool attached = false;
 
 void track(const TraceEntry& entry) {
   if (entry.action_ == TraceEntry::ALLOC) {
+    if (!in_use.load(std::memory_order_relaxed)) in_use.store(true, std::memory_order_relaxed);
     if (!open_contexts) return;
     std::lock_guard<std::mutex> lock(mutex);
     uint64_t serial = next_serial++;
@@ -64,9 +66,11 @@ void track(const TraceEntry& entry) {
   }
 }
 
-// Attach the tracker (once). The allocator must be initialized (CUDA is), or it attaches nowhere.
-void attach() {
+// Attach the tracker (once); ``memory_in_use``: CUDA memory is allocated already. The allocator
+// must be initialized (CUDA is), or it attaches nowhere.
+void attach(bool memory_in_use) {
   std::lock_guard<std::mutex> lock(mutex);
+  if (memory_in_use) in_use.store(true, std::memory_order_relaxed);
   if (!attached) {
     alloc::attachAllocatorTraceTracker(&track);
     attached = true;
@@ -103,6 +107,9 @@ pybind11::object close_context(size_t mark) {
   return pybind11::make_tuple(gone_list, kept_list);
 }
 
+// Whether the process has allocated CUDA memory (before ``attach``, as it said, or since).
+bool cuda_in_use() { return in_use.load(std::memory_order_relaxed); }
+
 // The serial number of the block allocated in a context at ``addr``, 0 when there is none.
 uint64_t block_serial(uint64_t addr) {
   if (!live_count.load(std::memory_order_relaxed)) return 0;
@@ -116,6 +123,7 @@ uint64_t block_serial(uint64_t addr) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "commgroup-lint's allocation hook: CUDA blocks allocated inside binding contexts";
   m.def("attach", &attach);
+  m.def("in_use", &cuda_in_use);
   m.def("open", &open_context);
   m.def("close", &close_context);
   m.def("serial", &block_serial);

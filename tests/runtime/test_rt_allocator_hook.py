@@ -144,14 +144,40 @@ def test_nested_frames_bind_as_the_mode_does(groups, stand_in):
 @pytest.fixture
 def unsettled(monkeypatch):
     """The hook's state as in a fresh process."""
+    monkeypatch.setattr(_allocator_hook.HookState, "attached", None)
     monkeypatch.setattr(_allocator_hook.HookState, "native", None)
     monkeypatch.setattr(_allocator_hook.HookState, "settled", False)
+    monkeypatch.setattr(TABLE, "block_serial", None)
 
 
 def test_switched_off_the_function_mode_binds_without_a_build(unsettled, monkeypatch):
     monkeypatch.setenv(_allocator_hook.HOOK_ENV_VAR, "0")
     monkeypatch.setattr(_allocator_hook, "_load", lambda torch: pytest.fail("built although switched off"))
     assert _allocator_hook.hook() is None and _allocator_hook.HookState.settled
+
+
+def test_the_hook_binds_once_the_process_has_allocated_cuda_memory(unsettled, monkeypatch):
+    # CUDA initialized (torch.compile does it, for instance) but no CUDA memory yet: a CPU
+    # program's contexts, bound through the function mode; then CUDA memory: the hook.
+    class Built(StandInHook):
+        memory = None
+
+        def attach(self, memory_in_use):
+            self.memory = memory_in_use
+
+        def in_use(self):
+            return self.memory
+
+    built = Built()
+    monkeypatch.delenv(_allocator_hook.HOOK_ENV_VAR, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 0)
+    monkeypatch.setattr(_allocator_hook, "_load", lambda torch: built)
+    assert _allocator_hook.hook() is None and not _allocator_hook.HookState.settled
+    assert TABLE.block_serial == built.serial  # attached
+    built.memory = True  # the allocator handed out a block
+    assert _allocator_hook.hook() is built and _allocator_hook.HookState.settled
 
 
 def test_a_failed_build_is_one_line_on_stderr_and_the_function_mode_binds(unsettled, monkeypatch, capsys):
