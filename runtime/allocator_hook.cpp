@@ -77,16 +77,50 @@ void attach(bool memory_in_use) {
   }
 }
 
+// The per-context entry points take the raw C API, not pybind11: every binding context calls
+// ``open`` and ``close``, and every collective on a hook's block calls ``serial``, so each call's
+// cost is its own (pybind11 resolves overloads and converts arguments on every call).
+
 // A context opens: the mark to give ``close``.
-size_t open_context() {
+PyObject* open_context(PyObject*, PyObject*) {
   ++open_contexts;
-  return opened.size();
+  return PyLong_FromSize_t(opened.size());
+}
+
+PyObject* pairs(const std::vector<std::pair<uint64_t, uint64_t>>& items) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+  if (list == nullptr) return nullptr;
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyObject* item = Py_BuildValue("(KK)", items[i].first, items[i].second);
+    if (item == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
+}
+
+PyObject* blocks(const std::vector<Block>& items) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
+  if (list == nullptr) return nullptr;
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyObject* item = Py_BuildValue("(KKK)", items[i].addr, items[i].size, items[i].serial);
+    if (item == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
 }
 
 // The context opened at ``mark`` closes. Returns ``(freed, blocks)``: the blocks freed since the
 // last call, as (address, serial) pairs, to be forgotten first; then the blocks allocated since
 // ``mark`` and still allocated, as (address, size, serial). None when both are empty.
-pybind11::object close_context(size_t mark) {
+PyObject* close_context(PyObject*, PyObject* arg) {
+  size_t mark = PyLong_AsSize_t(arg);
+  if (mark == static_cast<size_t>(-1) && PyErr_Occurred()) return nullptr;
   if (open_contexts > 0) --open_contexts;
   if (mark > opened.size()) mark = opened.size();
   std::vector<std::pair<uint64_t, uint64_t>> gone;
@@ -100,23 +134,40 @@ pybind11::object close_context(size_t mark) {
     }
   }
   opened.resize(mark);
-  if (gone.empty() && kept.empty()) return pybind11::none();
-  pybind11::list gone_list, kept_list;
-  for (const auto& g : gone) gone_list.append(pybind11::make_tuple(g.first, g.second));
-  for (const auto& b : kept) kept_list.append(pybind11::make_tuple(b.addr, b.size, b.serial));
-  return pybind11::make_tuple(gone_list, kept_list);
+  if (gone.empty() && kept.empty()) Py_RETURN_NONE;
+  PyObject* gone_list = pairs(gone);
+  PyObject* kept_list = gone_list != nullptr ? blocks(kept) : nullptr;
+  if (kept_list == nullptr) {
+    Py_XDECREF(gone_list);
+    return nullptr;
+  }
+  PyObject* result = PyTuple_Pack(2, gone_list, kept_list);
+  Py_DECREF(gone_list);
+  Py_DECREF(kept_list);
+  return result;
+}
+
+// The serial number of the block allocated in a context at ``addr``, 0 when there is none.
+PyObject* block_serial(PyObject*, PyObject* arg) {
+  uint64_t addr = PyLong_AsUnsignedLongLong(arg);
+  if (addr == static_cast<uint64_t>(-1) && PyErr_Occurred()) return nullptr;
+  uint64_t serial = 0;
+  if (live_count.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = live.find(addr);
+    if (it != live.end()) serial = it->second;
+  }
+  return PyLong_FromUnsignedLongLong(serial);
 }
 
 // Whether the process has allocated CUDA memory (before ``attach``, as it said, or since).
 bool cuda_in_use() { return in_use.load(std::memory_order_relaxed); }
 
-// The serial number of the block allocated in a context at ``addr``, 0 when there is none.
-uint64_t block_serial(uint64_t addr) {
-  if (!live_count.load(std::memory_order_relaxed)) return 0;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = live.find(addr);
-  return it == live.end() ? 0 : it->second;
-}
+PyMethodDef per_context[] = {
+    {"open", open_context, METH_NOARGS, "A binding context opens on this thread: its mark."},
+    {"close", close_context, METH_O, "The context opened at mark closes: (freed, blocks), or None."},
+    {"serial", block_serial, METH_O, "The serial number of the context's block at an address, or 0."},
+    {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
@@ -124,7 +175,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "commgroup-lint's allocation hook: CUDA blocks allocated inside binding contexts";
   m.def("attach", &attach);
   m.def("in_use", &cuda_in_use);
-  m.def("open", &open_context);
-  m.def("close", &close_context);
-  m.def("serial", &block_serial);
+  if (PyModule_AddFunctions(m.ptr(), per_context) < 0) throw pybind11::error_already_set();
 }
