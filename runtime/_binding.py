@@ -27,7 +27,7 @@ from ._allocator_hook import HookState, hook
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
 from ._state import Active
-from ._table import POOLS, TABLE
+from ._table import POOLS, TABLE, Record
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -245,7 +245,13 @@ def start_pool_binding(pool: Any) -> Frame:
 
 def end_binding(frame: Frame) -> None:
     """End the binding ``frame`` began (the last one, usually). Frames are told apart by
-    identity: two frames of the same group are equal tuples."""
+    identity: two frames of the same group are equal tuples.
+
+    Under the allocation hook, the blocks collected as the frame closes are bound here as the
+    mode would have bound them (the first of the frames open while they were allocated binds,
+    the others give it their group), at the line of the context; those freed since the last
+    collection are forgotten first (a block's address may be among both). Written out in one
+    function: inside a model's step every Python call costs, and every context ends here."""
     mode = _MODES.mode
     frames = mode.frames if mode is not None else ()
     i = len(frames) - 1
@@ -254,35 +260,27 @@ def end_binding(frame: Frame) -> None:
     if i < 0:  # ended already, or begun on another thread
         return
     native = mode.native
-    if native is not None:
-        collected = native.close(frame[3])
-        if collected is not None:
-            _bind_blocks(collected, frames[: i + 1])
+    collected = native.close(frame[3]) if native is not None else None
+    if collected is not None:
+        freed, blocks = collected
+        if freed:
+            TABLE.forget_blocks(freed)
+        if blocks:
+            group, pool, registered, _ = frames[0]
+            shim = Active.shim
+            site = (shim.finder if shim is not None else _PLAIN_FINDER).find()
+            buffers = TABLE.buffers
+            for start, nbytes, serial in blocks:
+                regs, owner, block = registered, None, None
+                if pool is not None:
+                    block, regs = pool._acquire(nbytes, group)
+                    owner = pool if block else None
+                rec = buffers[start] = Record(start, group, site, regs, owner, block, serial)
+                if i:
+                    _group_from(rec, frames[: i + 1])
     del frames[i]
     if not frames and native is None:
         _pop_mode()
-
-
-def _bind_blocks(collected: tuple, frames: list[Frame]) -> None:
-    """Bind the blocks the hook collected as a frame closed, as the mode would have bound them
-    (``frames``: those open while they were allocated), at the line of the context; forget
-    those freed since the last collection first (a block's address may be among both)."""
-    freed, blocks = collected
-    for start, serial in freed:
-        TABLE.forget_block(start, serial)
-    if not blocks:
-        return
-    group, pool, registered, _ = frames[0]
-    shim = Active.shim
-    site = (shim.finder if shim is not None else _PLAIN_FINDER).find()
-    for start, nbytes, serial in blocks:
-        regs, owner, block = registered, None, None
-        if pool is not None:
-            block, regs = pool._acquire(nbytes, group)
-            owner = pool if block else None
-        rec = TABLE.bind_block(start, serial, group, site, regs, owner, block)
-        if len(frames) > 1:
-            _group_from(rec, frames)
 
 
 def bind_result(out: Any, group: Any) -> None:

@@ -148,17 +148,13 @@ class BindingTable:
         self.buffers[start] = rec
         return rec
 
-    def bind_block(self, start: int, serial: int, alloc_group: Any, site: Any, registered: Any = (), pool: Any = None,
-                   block: Any = None) -> Record:
-        """Bind a block the allocation hook reported, with its serial number."""
-        rec = self.buffers[start] = Record(start, alloc_group, site, registered, pool, block, serial)
-        return rec
-
-    def forget_block(self, start: int, serial: int) -> None:
-        """The hook's block ``serial`` at ``start`` was freed."""
-        rec = self.buffers.get(start)
-        if rec is not None and rec.serial == serial:
-            self._drop(rec)
+    def forget_blocks(self, freed: list[tuple[int, int]]) -> None:
+        """The hook's blocks ``(start, serial)`` were freed."""
+        buffers = self.buffers
+        for start, serial in freed:
+            rec = buffers.get(start)
+            if rec is not None and rec.serial == serial:
+                self._drop(rec)
 
     def _freed(self, ref: _StorageRef) -> None:
         """The storage of ``ref`` is being freed: its memory is not yet back in the allocator,

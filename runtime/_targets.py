@@ -103,14 +103,14 @@ class _Group(_Argument):
 class _Binds:
     """How a call of a context binds its body: ``target(args, kwargs)`` is what it binds to
     (``_OFF``: nothing), ``start(target)`` begins the binding and returns its frame,
-    ``end(frame)`` ends it. A pool context has ``theirs(pool)``: whether one made now would
-    bind nothing (see :func:`_pool_binds`); a context that names a group has none, and
-    ``opens``: pool contexts made while it is made or entered may be its own."""
+    ``end(frame)`` ends it. A pool context has its ``pool`` argument: one made where
+    :func:`_theirs` says so binds nothing. A context that names a group ``opens``: pool
+    contexts made while it is made or entered may be its own."""
 
     def __init__(self, target: Callable[[tuple, dict], Any], start: Callable[[Any], Any],
-                 end: Callable[[Any], None], theirs: Callable[[Any], bool] | None = None) -> None:
-        self.target, self.start, self.end, self.theirs = target, start, end, theirs
-        self.opens = theirs is None
+                 end: Callable[[Any], None], pool: _Argument | None = None) -> None:
+        self.target, self.start, self.end, self.pool = target, start, end, pool
+        self.opens = pool is None
 
 
 class _Opening(threading.local):
@@ -161,7 +161,7 @@ def _pool_binds(pool: _Argument) -> _Binds:
     frame would give the memory no group, and no registered groups either. Those pool
     contexts get no wrapper and no frame: the engines' symmetric-memory contexts enter
     ``use_mem_pool`` inside, so each of them would otherwise pay for two."""
-    from ._binding import binding_open, end_binding, start_pool_binding  # torch's side, as above
+    from ._binding import end_binding, start_pool_binding  # torch's side, as above
 
     name, at = pool.name, pool._at  # _Argument.value, written out
 
@@ -169,10 +169,14 @@ def _pool_binds(pool: _Argument) -> _Binds:
         found = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
         return _OFF if found is None else found
 
-    def theirs(pool: Any) -> bool:
-        return (_OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))
+    return _Binds(target, start_pool_binding, end_binding, pool)
 
-    return _Binds(target, start_pool_binding, end_binding, theirs)
+
+def _theirs(pool: Any) -> bool:
+    """Whether a pool context over ``pool`` made now would bind nothing (see :func:`_pool_binds`)."""
+    from ._binding import binding_open  # torch's side, as above
+
+    return (_OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))
 
 
 class _BoundContext:
@@ -180,14 +184,17 @@ class _BoundContext:
 
     The shim's binding starts once the real context is entered and ends before it exits; its
     function mode is then above any the real context pushes, so a binding the real context
-    makes itself (a modelled pool with its own registration) comes first and is kept."""
+    makes itself (a modelled pool with its own registration) comes first and is kept.
+    Slotted, with the binding's functions copied in: every context's entry and exit come here."""
+
+    __slots__ = ("_inner", "_start", "_end", "_target", "_opens", "_frame")
 
     def __init__(self, inner: Any, binds: _Binds, target: Any) -> None:
-        self._inner, self._binds, self._target = inner, binds, target
-        self._frame: Any = None
+        self._inner, self._start, self._end, self._opens = inner, binds.start, binds.end, binds.opens
+        self._target, self._frame = target, None
 
     def __enter__(self) -> Any:
-        if self._binds.opens:  # _opening, written out: every context's entry comes here
+        if self._opens:  # _opening, written out
             _OPENING.depth += 1
             try:
                 entered = self._inner.__enter__()
@@ -195,14 +202,14 @@ class _BoundContext:
                 _OPENING.depth -= 1
         else:
             entered = self._inner.__enter__()
-        self._frame = self._binds.start(self._target)
+        self._frame = self._start(self._target)
         return entered
 
     def __exit__(self, *exc: Any) -> Any:
         frame = self._frame
         if frame is not None:
             self._frame = None
-            self._binds.end(frame)
+            self._end(frame)
         return self._inner.__exit__(*exc)
 
     def __getattr__(self, name: str) -> Any:
@@ -220,7 +227,9 @@ def _binds_body(cls: type) -> bool:
 def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., Any]:
     """The body of the context ``func`` returned is bound while a shim is active (and the call
     is not being compiled: torch.compile traces the original)."""
-    target, theirs = binds.target, binds.theirs
+    if binds.pool is not None:
+        return _pool_context_function(func, binds, binds.pool)
+    target = binds.target
 
     @functools.wraps(func)
     def context(*args: Any, **kwargs: Any) -> Any:
@@ -229,9 +238,32 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
         if shim is None or not _binds_body(type(cm)) or shim.compiling():
             return cm
         bound = target(args, kwargs)
-        if bound is _OFF or theirs is not None and theirs(bound):
+        return cm if bound is _OFF else _BoundContext(cm, binds, bound)
+
+    return context
+
+
+def _pool_context_function(func: Callable[..., Any], binds: _Binds, argument: _Argument) -> Callable[..., Any]:
+    """:func:`_context_function` of a pool context, with its target and :func:`_theirs` written
+    out. The engines' contexts enter one inside theirs, where it binds nothing: that case is
+    asked first, before the compiler's flag (a context naming a group is never entered while
+    compiling, so the count is then 0, and the compiler reads it as any thread-local)."""
+    from ._binding import binding_open  # torch's side: patching happens once a shim is installed
+
+    name, at = argument.name, argument._at
+
+    @functools.wraps(func)
+    def context(*args: Any, **kwargs: Any) -> Any:
+        cm = func(*args, **kwargs)
+        shim = Active.shim
+        if shim is None:
             return cm
-        return _BoundContext(cm, binds, bound)
+        pool = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
+        if pool is None or _OPENING.depth > 0 and _lists_segments(type(pool)):
+            return cm
+        if not _binds_body(type(cm)) or shim.compiling() or binding_open() and _lists_segments(type(pool)):
+            return cm
+        return _BoundContext(cm, binds, pool)
 
     return context
 
@@ -257,7 +289,7 @@ def _patch_context_class(cls: type, binds: _Binds, patcher: Patcher) -> None:
 
     def __init__(*args: Any, **kwargs: Any) -> None:
         target = binds.target(args, kwargs)
-        if target is _OFF or binds.theirs is not None and binds.theirs(target):
+        if target is _OFF or binds.pool is not None and _theirs(target):
             target = _OFF
         _opening(binds, target is not _OFF, init, *args, **kwargs)
         try:
