@@ -11,6 +11,10 @@ is a plain ``torch.cuda.MemPool()``, registered with the group as before.
 
 Prints, per size: the step time and its host time, plain and in warn mode (medians of paired
 rounds), Python calls per step, and cProfile's time per function per step for both.
+
+``--parts`` instead splits the shim's cost on the step: the shim in part (only the collective
+checks; only the contexts; the contexts' wrappers without their binding) against the plain
+step, in interleaved rounds, each figure the median of the per-round differences.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import cProfile
 import functools
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -125,11 +130,70 @@ def _profile(run, sync, shim, steps: int = 100) -> pstats.Stats:
     return pstats.Stats(profiler)
 
 
+def _shim_in_part(collectives: bool = True, contexts: bool = True, binding: bool = True):
+    """A context manager like ``enforce("warn")`` that installs only part of the shim: without
+    the collective checks, without the profile's hooks (contexts, group classes), or with the
+    contexts' wrappers made but binding nothing."""
+    from commgroup_lint import runtime
+    from commgroup_lint.runtime import _shim, _targets
+
+    @contextlib.contextmanager
+    def shim():
+        install, wrap = _shim.Shim.install, _targets._context_function
+
+        def partial_install(self):
+            if not collectives:
+                self.collectives.install = lambda: None
+            if not contexts:
+                self.targets.apply = lambda: None
+            install(self)
+
+        _shim.Shim.install = partial_install
+        if not binding:
+            _targets._context_function = lambda func, binds: functools.wraps(func)(
+                lambda *args, **kwargs: func(*args, **kwargs))
+        try:
+            with runtime.enforce("warn"):
+                yield
+        finally:
+            _shim.Shim.install, _targets._context_function = install, wrap
+
+    return shim
+
+
+_PARTS = {
+    "whole shim": {},
+    "collective checks only": {"contexts": False},
+    "contexts only": {"collectives": False},
+    "context wrappers, no binding": {"collectives": False, "binding": False},
+}
+
+
+def _parts(run, sync, rounds: int, steps: int = 10) -> None:
+    """Host time per step of each part of the shim against the plain step, in interleaved
+    rounds (the order rotating); the median of the per-round differences."""
+    configs = {"plain": contextlib.nullcontext, **{k: _shim_in_part(**v) for k, v in _PARTS.items()}}
+    names = list(configs)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds + 1):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            with configs[name]():
+                t = _host_time(run, sync, steps)
+            if r:  # the first round warms every configuration up
+                times[name].append(t)
+    plain = statistics.median(times["plain"])
+    print(f"plain step, host time: {plain * 1e3:.3f} ms")
+    for name in names[1:]:
+        extra = statistics.median(s - p for s, p in zip(times[name], times["plain"]))
+        print(f"{name:30} {extra * 1e6:+7.1f} us ({extra / plain * 100:+.1f}%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="64x7168,1024x2048", help="local tokens x hidden, comma-separated")
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds of 20 steps")
     parser.add_argument("--top", type=int, default=20, help="functions listed per cProfile table")
+    parser.add_argument("--parts", action="store_true", help="split the shim's cost into its parts instead")
     ns = parser.parse_args()
 
     import torch
@@ -152,7 +216,8 @@ def main() -> None:
     shim = lambda: runtime.enforce("warn")  # noqa: E731
     plain = contextlib.nullcontext
 
-    hooked = _allocator_hook.hook() is not None  # CUDA is initialized: attached, unless it cannot be
+    torch.empty(1, device="cuda")  # the hook binds once the process has allocated CUDA memory
+    hooked = _allocator_hook.hook() is not None  # attached, unless it cannot be
     print(f"torch={torch.__version__} nccl={torch.cuda.nccl.version()} one GPU, warn mode, binding through "
           f"the {'allocation hook' if hooked else 'function mode'}, medians of {ns.rounds} paired rounds of 20 steps")
     for size in ns.sizes.split(","):
@@ -163,6 +228,9 @@ def main() -> None:
         for _ in range(10):
             run()
         print(f"\n== smoke step {size}")
+        if ns.parts:
+            _parts(run, sync, ns.rounds * 4)
+            continue
         for label, timer, through_mode in _MEASURES if hooked else _MEASURES[:2]:
             with _function_mode(_allocator_hook) if through_mode else contextlib.nullcontext():
                 p, s, _ = paired(run, sync, 20, ns.rounds, shim, timer=timer)
