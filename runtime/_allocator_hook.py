@@ -4,7 +4,8 @@ Where it can, the shim binds what a context allocates through a trace tracker at
 CUDA caching allocator (``allocator_hook.cpp``), not through the function mode that sees every
 torch call made in the body: the tracker notes each block handed out while a context is open on
 the thread, and the context collects them as it closes. The cost is then per context, not per
-torch call, and allocation itself pays a C++ call.
+torch call, and allocation itself pays a C++ call. A context that allocates the same blocks
+again from the same call stack (a model's step) keeps their records, binding nothing new.
 
 The extension is built once per torch and Python version with torch's own builder (a C++
 compiler and the CUDA headers are needed, no nvcc), into ``COMMGROUP_LINT_CACHE_DIR`` or the

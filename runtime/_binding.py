@@ -16,6 +16,7 @@ Outside binding contexts no torch call pays anything.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -245,13 +246,8 @@ def start_pool_binding(pool: Any) -> Frame:
 
 def end_binding(frame: Frame) -> None:
     """End the binding ``frame`` began (the last one, usually). Frames are told apart by
-    identity: two frames of the same group are equal tuples.
-
-    Under the allocation hook, the blocks collected as the frame closes are bound here as the
-    mode would have bound them (the first of the frames open while they were allocated binds,
-    the others give it their group), at the line of the context; those freed since the last
-    collection are forgotten first (a block's address may be among both). Written out in one
-    function: inside a model's step every Python call costs, and every context ends here."""
+    identity: two frames of the same group are equal tuples. Under the allocation hook, the
+    hook closes the frame and hands what is new to :func:`_bind_collected`."""
     mode = _MODES.mode
     frames = mode.frames if mode is not None else ()
     i = len(frames) - 1
@@ -260,27 +256,39 @@ def end_binding(frame: Frame) -> None:
     if i < 0:  # ended already, or begun on another thread
         return
     native = mode.native
-    collected = native.close(frame[3]) if native is not None else None
-    if collected is not None:
-        freed, blocks = collected
-        if freed:
-            TABLE.forget_blocks(freed)
-        if blocks:
-            group, pool, registered, _ = frames[0]
-            shim = Active.shim
-            site = (shim.finder if shim is not None else _PLAIN_FINDER).find()
-            buffers = TABLE.buffers
-            for start, nbytes, serial in blocks:
-                regs, owner, block = registered, None, None
-                if pool is not None:
-                    block, regs = pool._acquire(nbytes, group)
-                    owner = pool if block else None
-                rec = buffers[start] = Record(start, group, site, regs, owner, block, serial)
-                if i:
-                    _group_from(rec, frames[: i + 1])
+    if native is not None:  # the context's `with` is two frames up (end_binding, its __exit__)
+        native.exit_frame(frames, i, _bind_collected, sys._getframe(2))
+        return
     del frames[i]
-    if not frames and native is None:
+    if not frames:
         _pop_mode()
+
+
+def _bind_collected(freed: list, blocks: list, frames: list[Frame], with_frame: Any) -> int:
+    """Bind the blocks the hook collected as a frame closed, as the mode would have bound them
+    (``frames``: those open while they were allocated; the first binds, the others give it
+    their group), at the line of the context; drop the records ``freed`` first (a block's
+    address may be among both). Returns how many frames from ``with_frame`` (the context's
+    `with`) the site search walked: the hook keeps the records of a context that allocates the
+    same blocks again from the same stack, and calls this only for what is new."""
+    if freed:
+        TABLE.forget_blocks(freed)
+    if not blocks:
+        return 0
+    group, pool, registered, _ = frames[0]
+    shim = Active.shim
+    site, walked = (shim.finder if shim is not None else _PLAIN_FINDER).find_from(with_frame)
+    buffers = TABLE.buffers
+    nested = len(frames) > 1
+    for start, nbytes, serial in blocks:
+        regs, owner, block = registered, None, None
+        if pool is not None:
+            block, regs = pool._acquire(nbytes, group)
+            owner = pool if block else None
+        rec = buffers[start] = Record(start, group, site, regs, owner, block, serial)
+        if nested:
+            _group_from(rec, frames)
+    return walked
 
 
 def bind_result(out: Any, group: Any) -> None:

@@ -106,27 +106,33 @@ class SiteFinder:
         return site
 
     def find(self, start_depth: int = 1) -> Site:
-        """The site of the first user frame from ``start_depth`` frames up (1: the caller); on
-        a warm path one Python call, the walk a dict lookup per frame."""
-        frame = sys._getframe(start_depth)
+        """The site of the first user frame from ``start_depth`` frames up (1: the caller)."""
+        return self.find_from(sys._getframe(start_depth))[0]
+
+    def find_from(self, frame) -> tuple[Site, int]:
+        """The site of the first user frame from ``frame`` up, and how many frames were walked
+        to it (``frame`` itself counts; 0 when every frame was skipped: the outermost one is
+        reported). On a warm path the walk is a dict lookup per frame."""
         cache = self._code_cache
         if self._version != _HELPER_VERSION[0]:
             cache.clear()
             self._version = _HELPER_VERSION[0]
         last = None
+        walked = 0
         while frame is not None:
+            walked += 1
             code = frame.f_code
             skipped = cache.get(id(code))
             if skipped is None:
                 skipped = self._skipped(code, frame)
             if not skipped:
                 site = self._sites.get((id(code), frame.f_lasti))  # _site, inline
-                return site if site is not None else self._site(frame)
+                return (site if site is not None else self._site(frame)), walked
             last = frame
             frame = frame.f_back
         if last is not None:  # everything was a helper: report the outermost frame
-            return self._site(last)
-        return Site("<unknown>", 0)
+            return self._site(last), 0
+        return Site("<unknown>", 0), 0
 
 
 @functools.cache

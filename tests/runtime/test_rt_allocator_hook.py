@@ -29,42 +29,86 @@ PROBE = os.path.join(HERE, "rt_hook_probe.py")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
+def _stack(frame, depth: int) -> tuple:
+    out = []
+    while frame is not None and len(out) < depth:
+        out.append((id(frame.f_code), frame.f_lasti))
+        frame = frame.f_back
+    return tuple(out)
+
+
 class StandInHook:
     """``allocator_hook.cpp``'s interface and bookkeeping, in Python; ``allocated`` and ``freed``
-    are the allocator's trace events."""
+    are the allocator's trace events (handing out the tensor's block again, the allocator
+    reusing an address). ``bindings`` counts the calls of the binder: the steady state makes none."""
 
     def __init__(self) -> None:
         self.open_contexts = 0
-        self.opened: list[tuple[int, int, int]] = []
-        self.live: dict[int, int] = {}
+        self.opened: list[tuple[int, int, int, bool]] = []  # (address, size, serial, handed out again)
+        self.entries: dict[int, list] = {}  # address -> [serial, parked, key]
         self.gone: list[tuple[int, int]] = []
         self.next_serial = 1
+        self.bindings = 0
 
     def allocated(self, tensor) -> None:
-        if self.open_contexts:
-            addr = tensor.untyped_storage().data_ptr()
-            self.live[addr] = self.next_serial
-            self.opened.append((addr, tensor.untyped_storage().nbytes(), self.next_serial))
-            self.next_serial += 1
+        addr, size = tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes()
+        entry = self.entries.get(addr)
+        if not self.open_contexts:
+            if entry is not None:
+                self.gone.append((addr, self.entries.pop(addr)[0]))
+            return
+        if entry is not None:
+            entry[1] = False
+            self.opened.append((addr, size, entry[0], True))
+            return
+        self.entries[addr] = [self.next_serial, False, None]
+        self.opened.append((addr, size, self.next_serial, False))
+        self.next_serial += 1
 
     def freed(self, tensor) -> None:
-        addr = tensor.untyped_storage().data_ptr()
-        if addr in self.live:
-            self.gone.append((addr, self.live.pop(addr)))
+        entry = self.entries.get(tensor.untyped_storage().data_ptr())
+        if entry is not None:
+            entry[1] = True
 
     def open(self) -> int:
         self.open_contexts += 1
         return len(self.opened)
 
-    def close(self, mark: int):
+    def exit_frame(self, frames, index, binder, with_frame) -> None:
+        group, pool, registered, mark = frames[index]
         self.open_contexts -= 1
-        gone, self.gone = self.gone, []
-        kept = [b for b in self.opened[mark:] if self.live.get(b[0]) == b[2]]
+        keyed = index == 0 and pool is None
+        gone, self.gone, kept = self.gone, [], []
+        for addr, size, serial, again in self.opened[mark:]:
+            entry = self.entries.get(addr)
+            if entry is None or entry[1] or entry[0] != serial:
+                continue
+            if again:
+                key = entry[2]
+                if keyed and key is not None and key[0] == (id(group), id(pool), id(registered)) \
+                        and key[1] == _stack(with_frame, len(key[1])):
+                    continue
+                gone.append((addr, entry[0]))
+                entry[0] = self.next_serial
+                self.next_serial += 1
+            entry[2] = None
+            kept.append((addr, size, entry[0]))
         del self.opened[mark:]
-        return (gone, kept) if gone or kept else None
+        bound = frames[: index + 1]
+        del frames[index]
+        if not (gone or kept):
+            return
+        self.bindings += 1
+        walked = binder(gone, kept, bound, with_frame)
+        if keyed and 0 < walked <= 8:
+            key = ((id(group), id(pool), id(registered)), _stack(with_frame, walked))
+            for addr, _, serial in kept:
+                if self.entries[addr][0] == serial:
+                    self.entries[addr][2] = key
 
     def serial(self, addr: int) -> int:
-        return self.live.get(addr, 0)
+        entry = self.entries.get(addr)
+        return entry[0] if entry is not None and not entry[1] else 0
 
 
 @pytest.fixture
@@ -114,13 +158,60 @@ def test_a_freed_block_is_not_taken_for_the_next_one_at_its_address(groups, stan
             temporary = torch.ones(64)
             stand_in.allocated(temporary)
             stand_in.freed(temporary)  # freed inside: never bound
-        assert set(TABLE.buffers) == {buf.untyped_storage().data_ptr()}
+        start = buf.untyped_storage().data_ptr()
+        assert set(TABLE.buffers) == {start}
         stand_in.freed(buf)  # the allocator took the block back: the tensor stands for a later one
+        assert TABLE.record_at(start) is None  # kept, but it does not count
         dist.all_reduce(buf, group=b)
         assert _found(shim) == []
+        stand_in.allocated(buf)  # handed out again outside any context
         with runtime.simulated_symmetric_memory(b, register=False):
             pass
-        assert TABLE.buffers == {}  # forgotten at the next collection
+        assert TABLE.buffers == {}  # dropped at the next collection
+        dist.all_reduce(buf, group=b)
+        assert _found(shim) == []
+
+
+@runtime.helper
+def _allocate_under(group, buf, stand_in):
+    """A helper's context (the site is its caller's line), handing out ``buf``'s block, as the
+    caching allocator hands a step's context the same block at every step."""
+    with runtime.simulated_symmetric_memory(group, register=False):
+        stand_in.allocated(buf)
+    return buf
+
+
+def test_a_context_that_allocates_the_same_block_again_keeps_its_record(groups, stand_in):
+    import torch.distributed as dist
+
+    a, b = groups
+    buf = torch.ones(64)
+    with runtime.enforce("report") as shim:
+        for step in range(3):  # a model's steps: one line allocates, the block is freed after use
+            _allocate_under(a, buf, stand_in)
+            first = _line() - 1
+            dist.all_reduce(buf, group=b)
+            stand_in.freed(buf)
+        assert stand_in.bindings == 1  # bound at the first step; counted again at the next ones
+        assert _found(shim) == [("CGL002", first, first + 2)]  # one bug, reported once
+        for step in range(2):  # another line, same group: the record is made again, once
+            _allocate_under(a, buf, stand_in)
+            stand_in.freed(buf)
+        assert stand_in.bindings == 2
+        for group in (b, a):  # the same line under two groups: made again each time
+            _allocate_under(group, buf, stand_in)
+            stand_in.freed(buf)
+        assert stand_in.bindings == 4
+        stand_in.allocated(buf)  # the allocator hands the block to a context of group a, same stack
+        assert stand_in.bindings == 4 and TABLE.record_at(buf.untyped_storage().data_ptr()) is None
+        _allocate_under(a, buf, stand_in)
+        again = _line() - 1
+        assert stand_in.bindings == 5  # handed out outside a context in between: not counted again
+        record = TABLE.record_at(buf.untyped_storage().data_ptr())
+        assert record.alloc_group is a and record.site.line == again
+        dist.all_reduce(buf, group=a)
+        dist.all_reduce(buf, group=b)
+        assert _found(shim) == [("CGL002", again, _line() - 1)]
 
 
 def test_nested_frames_bind_as_the_mode_does(groups, stand_in):
