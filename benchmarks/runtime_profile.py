@@ -13,8 +13,9 @@ Prints, per size: the step time and its host time, plain and in warn mode (media
 rounds), Python calls per step, and cProfile's time per function per step for both.
 
 ``--parts`` instead splits the shim's cost on the step: the shim in part (only the collective
-checks; only the contexts; the contexts' wrappers without their binding) against the plain
-step, in interleaved rounds, each figure the median of the per-round differences.
+checks, torch's and the coordinator's; only the contexts; the contexts' wrappers without their
+binding) against the plain step, in interleaved rounds, each figure the median of the
+per-round differences.
 """
 
 from __future__ import annotations
@@ -89,12 +90,13 @@ _MEASURES = [("step", _step_time, False), ("host time", _host_time, False),
 @contextlib.contextmanager
 def _function_mode(allocator_hook):
     """The shim binds through its function mode meanwhile, the hook attached but unused."""
-    native = allocator_hook.HookState.native
-    allocator_hook.HookState.native = None
+    state = allocator_hook.HookState
+    native, context = state.native, state.context
+    state.native = state.context = None
     try:
         yield
     finally:
-        allocator_hook.HookState.native = native
+        state.native, state.context = native, context
 
 
 def _python_calls(run, shim) -> dict[str, int]:
@@ -130,42 +132,45 @@ def _profile(run, sync, shim, steps: int = 100) -> pstats.Stats:
     return pstats.Stats(profiler)
 
 
-def _shim_in_part(collectives: bool = True, contexts: bool = True, binding: bool = True):
-    """A context manager like ``enforce("warn")`` that installs only part of the shim: without
-    the collective checks, without the profile's hooks (contexts, group classes), or with the
-    contexts' wrappers made but binding nothing."""
+def _shim_in_part(collectives: bool = True, contexts: str = "bind"):
+    """A context manager like ``enforce("warn")`` that installs part of the shim. Without
+    ``collectives``, no collective is checked (neither torch's nor a group class's methods);
+    ``contexts``: ``"bind"`` as the shim does, ``"wrap"`` the profile contexts wrapped by a
+    wrapper that binds nothing, ``"off"`` not wrapped."""
     from commgroup_lint import runtime
     from commgroup_lint.runtime import _shim, _targets
 
     @contextlib.contextmanager
     def shim():
-        install, wrap = _shim.Shim.install, _targets._context_function
+        install, wrap, methods = _shim.Shim.install, _targets._context_function, _targets.wrap_group_methods
 
         def partial_install(self):
             if not collectives:
                 self.collectives.install = lambda: None
-            if not contexts:
-                self.targets.apply = lambda: None
             install(self)
 
         _shim.Shim.install = partial_install
-        if not binding:
+        if not collectives:
+            _targets.wrap_group_methods = lambda *args: None
+        if contexts == "wrap":
             _targets._context_function = lambda func, binds: functools.wraps(func)(
                 lambda *args, **kwargs: func(*args, **kwargs))
+        elif contexts == "off":
+            _targets._context_function = lambda func, binds: func
         try:
             with runtime.enforce("warn"):
                 yield
         finally:
-            _shim.Shim.install, _targets._context_function = install, wrap
+            _shim.Shim.install, _targets._context_function, _targets.wrap_group_methods = install, wrap, methods
 
     return shim
 
 
 _PARTS = {
     "whole shim": {},
-    "collective checks only": {"contexts": False},
+    "collective checks only": {"contexts": "off"},
     "contexts only": {"collectives": False},
-    "context wrappers, no binding": {"collectives": False, "binding": False},
+    "context wrappers, no binding": {"collectives": False, "contexts": "wrap"},
 }
 
 

@@ -37,11 +37,14 @@ _NAME = "commgroup_lint_allocator_hook"
 
 class HookState:
     """The process's hook: ``attached`` once attached, ``native`` once in use; ``settled`` once
-    the answer cannot change (in use, switched off, no CUDA, or the build failed)."""
+    the answer cannot change (in use, switched off, no CUDA, or the build failed). ``context``:
+    the extension's context-manager type (``Bound(inner, group)``), which profile contexts
+    return while the hook binds, once configured (``_binding``)."""
 
     attached: ModuleType | None = None
     native: ModuleType | None = None
     settled = False
+    context: type | None = None
 
 
 def hook() -> ModuleType | None:

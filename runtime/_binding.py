@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 from ._allocator_hook import HookState, hook
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
-from ._state import Active
+from ._state import OPENING, Active
 from ._table import POOLS, TABLE, Record
 
 _Tensor = torch.Tensor
@@ -206,15 +206,33 @@ _push_mode = torch._C._push_on_torch_function_stack  # TorchFunctionMode.__enter
 _pop_mode = torch._C._pop_torch_function_stack  # their two Python calls each
 
 
+def _thread_mode() -> _BindMode:
+    """This thread's mode (and frames), made at its first binding context."""
+    mode = _MODES.mode
+    if mode is None:
+        mode = _MODES.mode = _BindMode()
+    return mode
+
+
+def _hook() -> Any:
+    """:func:`hook`; once it is in use, its context type (``HookState.context``) is given what
+    it needs of this module, and profile contexts return it from then on."""
+    native = hook()
+    if native is not None and HookState.context is None and hasattr(native, "configure"):
+        native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE)
+        HookState.context = native.Bound
+    return native
+
+
 def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
     """Open a frame on this thread. The first one chooses how its memory is learnt (the hook,
     else the mode, pushed on torch's stack while the thread has frames)."""
     mode = _MODES.mode
     if mode is None:
-        mode = _MODES.mode = _BindMode()
+        mode = _thread_mode()
     frames = mode.frames
     if not frames:
-        mode.native = native = HookState.native if HookState.settled else hook()
+        mode.native = native = HookState.native if HookState.settled else _hook()
         if native is None:
             _push_mode(mode)
     else:

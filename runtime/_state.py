@@ -1,5 +1,6 @@
-"""State shared by the torch-free hooks and the shim: which shim is active, and the depth of
-checked collectives on this thread (a collective run by a checked one is not checked again)."""
+"""State shared by the torch-free hooks and the shim: which shim is active, the depth of checked
+collectives on this thread (a collective run by a checked one is not checked again), and how
+many contexts naming a group it is entering (the allocation hook's context type counts too)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ class _Depth(threading.local):
 
 
 TLS = _Depth()
+
+
+class _Opening(threading.local):
+    """How many contexts that name a group this thread is making or entering: their binding
+    begins once they are entered, after what they do inside (enter ``use_mem_pool``)."""
+
+    depth = 0
+
+
+OPENING = _Opening()
 
 
 class Active:

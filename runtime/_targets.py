@@ -33,7 +33,6 @@ import contextlib
 import functools
 import inspect
 import sys
-import threading
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -43,8 +42,9 @@ from commgroup_lint.profile import Context, GroupParam
 from . import _imports, _sites
 from ._knowledge import Knowledge
 from ._patch import Patcher
-from ._state import Active
+from ._state import OPENING, Active
 
+_SEQUENCES = (list, tuple)
 _OFF = object()
 """What a call binds to when it binds nothing (switched off, or its default group not found)."""
 
@@ -113,16 +113,6 @@ class _Binds:
         self.opens = pool is None
 
 
-class _Opening(threading.local):
-    """How many contexts that name a group this thread is making or entering: their binding
-    begins once they are entered, after what they do inside (enter ``use_mem_pool``)."""
-
-    depth = 0
-
-
-_OPENING = _Opening()
-
-
 @functools.cache
 def _lists_segments(cls: type) -> bool:
     """Whether pools of type ``cls`` list their segments (a CUDA ``MemPool``): the shim then
@@ -176,7 +166,7 @@ def _theirs(pool: Any) -> bool:
     """Whether a pool context over ``pool`` made now would bind nothing (see :func:`_pool_binds`)."""
     from ._binding import binding_open  # torch's side, as above
 
-    return (_OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))
+    return (OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))
 
 
 class _BoundContext:
@@ -195,11 +185,11 @@ class _BoundContext:
 
     def __enter__(self) -> Any:
         if self._opens:  # _opening, written out
-            _OPENING.depth += 1
+            OPENING.depth += 1
             try:
                 entered = self._inner.__enter__()
             finally:
-                _OPENING.depth -= 1
+                OPENING.depth -= 1
         else:
             entered = self._inner.__enter__()
         self._frame = self._start(self._target)
@@ -229,6 +219,9 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
     is not being compiled: torch.compile traces the original)."""
     if binds.pool is not None:
         return _pool_context_function(func, binds, binds.pool)
+    from ._allocator_hook import HookState  # torch's side: patching happens once a shim is installed
+    from ._groups import _ProcessGroup, as_process_group
+
     target = binds.target
 
     @functools.wraps(func)
@@ -238,7 +231,12 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
         if shim is None or not _binds_body(type(cm)) or shim.compiling():
             return cm
         bound = target(args, kwargs)
-        return cm if bound is _OFF else _BoundContext(cm, binds, bound)
+        if bound is _OFF:
+            return cm
+        hooked = HookState.context  # the allocation hook's own manager: the binding in C
+        if hooked is not None and not isinstance(bound, _SEQUENCES):
+            return hooked(cm, bound if type(bound) is _ProcessGroup else as_process_group(bound))
+        return _BoundContext(cm, binds, bound)
 
     return context
 
@@ -259,7 +257,7 @@ def _pool_context_function(func: Callable[..., Any], binds: _Binds, argument: _A
         if shim is None:
             return cm
         pool = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
-        if pool is None or _OPENING.depth > 0 and _lists_segments(type(pool)):
+        if pool is None or OPENING.depth > 0 and _lists_segments(type(pool)):
             return cm
         if not _binds_body(type(cm)) or shim.compiling() or binding_open() and _lists_segments(type(pool)):
             return cm
@@ -272,15 +270,15 @@ _BINDING = "_commgroup_lint_binding"
 
 
 def _opening(binds: _Binds, binding: bool, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)``, counted in ``_OPENING`` when it makes or enters a context
+    """``func(*args, **kwargs)``, counted in ``OPENING`` when it makes or enters a context
     that will bind its body to a group."""
     if not (binding and binds.opens):
         return func(*args, **kwargs)
-    _OPENING.depth += 1
+    OPENING.depth += 1
     try:
         return func(*args, **kwargs)
     finally:
-        _OPENING.depth -= 1
+        OPENING.depth -= 1
 
 
 def _patch_context_class(cls: type, binds: _Binds, patcher: Patcher) -> None:

@@ -197,25 +197,14 @@ PyObject* open_context(PyObject*, PyObject*) {
   return PyLong_FromSize_t(opened.size());
 }
 
-// ``exit_frame(frames, index, binder, with_frame)``: the frame ``frames[index]`` (a tuple
-// ``(group, pool, registered, mark)``) closes and is removed from ``frames``. The blocks
-// allocated since its mark and still allocated are collected: one handed out again under its
-// record's key counts again as it was; the others are new to Python. When records were
-// dropped or blocks are new, ``binder(freed, blocks, frames[:index + 1], with_frame)`` binds
-// them (``freed``: (address, serial) of records to drop; ``blocks``: (address, size, serial))
-// and returns how many frames from ``with_frame`` its site search walked (0: keep no key).
-PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4 || !PyList_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "exit_frame(frames: list, index: int, binder, with_frame)");
-    return nullptr;
-  }
-  PyObject* frames = args[0];
-  Py_ssize_t index = PyLong_AsSsize_t(args[1]);
-  if (index == -1 && PyErr_Occurred()) return nullptr;
-  if (index < 0 || index >= PyList_GET_SIZE(frames)) {
-    PyErr_SetString(PyExc_IndexError, "exit_frame: no such frame");
-    return nullptr;
-  }
+// The frame ``frames[index]`` (a tuple ``(group, pool, registered, mark)``) closes and is
+// removed from ``frames``. The blocks allocated since its mark and still allocated are
+// collected: one handed out again under its record's key counts again as it was; the others
+// are new to Python. When records were dropped or blocks are new, ``binder(freed, blocks,
+// frames[:index + 1], with_frame)`` binds them (``freed``: (address, serial) of records to drop;
+// ``blocks``: (address, size, serial)) and returns how many frames from ``with_frame`` (the
+// frame of the context's ``with``) its site search walked (0: keep no key).
+PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyObject* with_frame) {
   PyObject* frame = PyList_GET_ITEM(frames, index);
   if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 4) {
     PyErr_SetString(PyExc_TypeError, "exit_frame: a frame is (group, pool, registered, mark)");
@@ -229,14 +218,14 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (mark == static_cast<size_t>(-1) && PyErr_Occurred()) return nullptr;
   // Records are kept for the outermost frame over no modelled pool: an inner one takes groups
   // from around it, and a modelled pool acquires a block at each binding.
-  bool keyed = index == 0 && PyTuple_GET_ITEM(frame, 1) == Py_None && PyFrame_Check(args[3]);
+  bool keyed = index == 0 && PyTuple_GET_ITEM(frame, 1) == Py_None && PyFrame_Check(with_frame);
 
   if (open_contexts > 0) --open_contexts;
   if (mark > opened.size()) mark = opened.size();
   bool again = false;
   for (size_t i = mark; i < opened.size(); ++i) again = again || opened[i].again;
   Chain now;
-  if (keyed && again) now = chain_from(args[3], kChain);
+  if (keyed && again) now = chain_from(with_frame, kChain);
 
   std::vector<std::pair<uint64_t, uint64_t>> gone;
   std::vector<Block> kept;
@@ -290,8 +279,8 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* kept_list = gone_list != nullptr ? blocks(kept) : nullptr;
   PyObject* depth = nullptr;
   if (kept_list != nullptr) {
-    PyObject* call[] = {gone_list, kept_list, bound, args[3]};
-    depth = PyObject_Vectorcall(args[2], call, 4, nullptr);
+    PyObject* call[] = {gone_list, kept_list, bound, with_frame};
+    depth = PyObject_Vectorcall(binder, call, 4, nullptr);
   }
   Py_XDECREF(gone_list);
   Py_XDECREF(kept_list);
@@ -301,7 +290,7 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_DECREF(depth);
   if (walked == -1 && PyErr_Occurred()) return nullptr;
   if (keyed && walked > 0 && walked <= kChain && !kept.empty()) {
-    key.chain = chain_from(args[3], static_cast<int>(walked));
+    key.chain = chain_from(with_frame, static_cast<int>(walked));
     if (key.chain.n == walked) {
       std::lock_guard<std::mutex> lock(mutex);
       for (const Block& b : kept) {
@@ -312,6 +301,261 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   Py_RETURN_NONE;
 }
+
+// ``exit_frame(frames, index, binder, with_frame)``: :func:`close_frame`, for the frames the
+// shim's Python opens (``_binding.end_binding``).
+PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyList_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "exit_frame(frames: list, index: int, binder, with_frame)");
+    return nullptr;
+  }
+  Py_ssize_t index = PyLong_AsSsize_t(args[1]);
+  if (index == -1 && PyErr_Occurred()) return nullptr;
+  if (index < 0 || index >= PyList_GET_SIZE(args[0])) {
+    PyErr_SetString(PyExc_IndexError, "exit_frame: no such frame");
+    return nullptr;
+  }
+  return close_frame(args[0], index, args[2], args[3]);
+}
+
+// What the context type needs of the shim's Python, given once by ``configure``.
+struct Config {
+  PyObject* opening = nullptr;      // _state.OPENING: its ``depth`` counts contexts being entered
+  PyObject* modes = nullptr;        // _binding._MODES: the thread's ``mode`` and its ``frames``
+  PyObject* thread_mode = nullptr;  // _binding._thread_mode(): the thread's mode, made if none
+  PyObject* start = nullptr;        // _binding.start_binding, under an enclosing mode's frame
+  PyObject* end = nullptr;          // _binding.end_binding, the same
+  PyObject* binder = nullptr;       // _binding._bind_collected
+  PyObject* nowhere = nullptr;      // _binding._NOWHERE, a frame's registered groups
+  PyObject* module = nullptr;       // this module, the thread mode's ``native``
+} config;
+
+PyObject *s_depth, *s_mode, *s_frames, *s_native, *s_enter, *s_exit;
+
+// ``configure(opening, modes, thread_mode, start, end, binder, nowhere)``.
+PyObject* configure(PyObject* module, PyObject* args) {
+  Config next;
+  if (!PyArg_UnpackTuple(args, "configure", 7, 7, &next.opening, &next.modes, &next.thread_mode, &next.start,
+                         &next.end, &next.binder, &next.nowhere)) {
+    return nullptr;
+  }
+  next.module = module;
+  for (PyObject* o : {next.opening, next.modes, next.thread_mode, next.start, next.end, next.binder, next.nowhere,
+                      next.module}) {
+    Py_INCREF(o);
+  }
+  std::swap(config, next);
+  for (PyObject* o : {next.opening, next.modes, next.thread_mode, next.start, next.end, next.binder, next.nowhere,
+                      next.module}) {
+    Py_XDECREF(o);
+  }
+  Py_RETURN_NONE;
+}
+
+// ``Bound(inner, group)``: the context manager a profile context returns while the hook binds,
+// ``_targets._BoundContext`` in C (its frame's opening and closing too), so that a context in a
+// model's step runs no Python of the shim's beyond the profile context's wrapper.
+struct BoundObject {
+  PyObject_HEAD
+  PyObject* inner;   // the context manager the profile context returned
+  PyObject* group;   // a ProcessGroup
+  PyObject* frame;   // while entered
+  PyObject* frames;  // the list the frame is in; null when it was begun by ``config.start``
+};
+
+int add_depth(long delta) {
+  PyObject* depth = PyObject_GetAttr(config.opening, s_depth);
+  if (depth == nullptr) return -1;
+  long value = PyLong_AsLong(depth);
+  Py_DECREF(depth);
+  if (value == -1 && PyErr_Occurred()) return -1;
+  PyObject* next = PyLong_FromLong(value + delta);
+  if (next == nullptr) return -1;
+  int failed = PyObject_SetAttr(config.opening, s_depth, next);
+  Py_DECREF(next);
+  return failed;
+}
+
+// The frame of this context on the thread's frames: through the hook (the thread's outermost
+// frame, or one inside frames bound through it), else begun by ``config.start``.
+int open_bound_frame(BoundObject* self) {
+  PyObject* mode = PyObject_GetAttr(config.modes, s_mode);
+  if (mode == Py_None) {
+    Py_DECREF(mode);
+    mode = PyObject_CallNoArgs(config.thread_mode);
+  }
+  if (mode == nullptr) return -1;
+  PyObject* frames = PyObject_GetAttr(mode, s_frames);
+  if (frames == nullptr || !PyList_Check(frames)) {
+    Py_DECREF(mode);
+    Py_XDECREF(frames);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
+    return -1;
+  }
+  bool hooked = true;
+  if (PyList_GET_SIZE(frames) == 0) {
+    hooked = PyObject_SetAttr(mode, s_native, config.module) == 0;
+  } else {
+    PyObject* native = PyObject_GetAttr(mode, s_native);
+    if (native == nullptr) hooked = false;
+    else if (native != config.module) hooked = false;
+    Py_XDECREF(native);
+  }
+  Py_DECREF(mode);
+  if (PyErr_Occurred()) {
+    Py_DECREF(frames);
+    return -1;
+  }
+  if (!hooked) {  // inside frames bound through the function mode: so is this one
+    Py_DECREF(frames);
+    self->frame = PyObject_CallOneArg(config.start, self->group);
+    return self->frame == nullptr ? -1 : 0;
+  }
+  PyObject* mark = PyLong_FromSize_t(opened.size());
+  if (mark == nullptr) {
+    Py_DECREF(frames);
+    return -1;
+  }
+  PyObject* frame = PyTuple_Pack(4, self->group, Py_None, config.nowhere, mark);
+  Py_DECREF(mark);
+  if (frame == nullptr || PyList_Append(frames, frame) < 0) {
+    Py_XDECREF(frame);
+    Py_DECREF(frames);
+    return -1;
+  }
+  ++open_contexts;
+  self->frame = frame;
+  self->frames = frames;
+  return 0;
+}
+
+PyObject* bound_enter(PyObject* op, PyObject*) {
+  BoundObject* self = reinterpret_cast<BoundObject*>(op);
+  if (config.module == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "the allocation hook is not configured");
+    return nullptr;
+  }
+  if (self->frame != nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "this binding context is entered already");
+    return nullptr;
+  }
+  if (add_depth(1) < 0) return nullptr;
+  PyObject* entered = PyObject_CallMethodNoArgs(self->inner, s_enter);
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);  // the count goes back whatever the inner context did
+  int restored = add_depth(-1);
+  if (type != nullptr) {
+    if (restored < 0) PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+  }
+  if (entered == nullptr || restored < 0) {
+    Py_XDECREF(entered);
+    return nullptr;
+  }
+  if (open_bound_frame(self) < 0) {
+    Py_DECREF(entered);
+    return nullptr;
+  }
+  return entered;
+}
+
+PyObject* bound_exit(PyObject* op, PyObject* const* args, Py_ssize_t nargs) {
+  BoundObject* self = reinterpret_cast<BoundObject*>(op);
+  PyObject* frame = self->frame;
+  if (frame != nullptr) {
+    PyObject* frames = self->frames;
+    self->frame = self->frames = nullptr;
+    PyObject* done;
+    if (frames == nullptr) {
+      done = PyObject_CallOneArg(config.end, frame);
+    } else {
+      Py_ssize_t i = PyList_GET_SIZE(frames) - 1;  // frames are told apart by identity
+      while (i >= 0 && PyList_GET_ITEM(frames, i) != frame) --i;
+      PyObject* with_frame = reinterpret_cast<PyObject*>(PyEval_GetFrame());  // the ``with``'s
+      if (i >= 0) {
+        done = close_frame(frames, i, config.binder, with_frame != nullptr ? with_frame : Py_None);
+      } else {
+        done = Py_NewRef(Py_None);  // ended already (``end_binding``)
+      }
+      Py_DECREF(frames);
+    }
+    Py_DECREF(frame);
+    if (done == nullptr) return nullptr;
+    Py_DECREF(done);
+  }
+  PyObject* exit = PyObject_GetAttr(self->inner, s_exit);
+  if (exit == nullptr) return nullptr;
+  PyObject* result = PyObject_Vectorcall(exit, args, nargs, nullptr);
+  Py_DECREF(exit);
+  return result;
+}
+
+PyObject* bound_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject *inner, *group;
+  if ((kwargs != nullptr && PyDict_GET_SIZE(kwargs)) || !PyArg_UnpackTuple(args, "Bound", 2, 2, &inner, &group)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Bound(inner, group) takes no keyword arguments");
+    return nullptr;
+  }
+  BoundObject* self = reinterpret_cast<BoundObject*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->inner = Py_NewRef(inner);
+  self->group = Py_NewRef(group);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+int bound_traverse(PyObject* op, visitproc visit, void* arg) {
+  BoundObject* self = reinterpret_cast<BoundObject*>(op);
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(self->inner);
+  Py_VISIT(self->group);
+  Py_VISIT(self->frame);
+  Py_VISIT(self->frames);
+  return 0;
+}
+
+int bound_clear(PyObject* op) {
+  BoundObject* self = reinterpret_cast<BoundObject*>(op);
+  Py_CLEAR(self->inner);
+  Py_CLEAR(self->group);
+  Py_CLEAR(self->frame);
+  Py_CLEAR(self->frames);
+  return 0;
+}
+
+void bound_dealloc(PyObject* op) {
+  PyTypeObject* type = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  bound_clear(op);
+  type->tp_free(op);
+  Py_DECREF(type);
+}
+
+// Anything else is the inner context manager's (as ``_BoundContext.__getattr__``).
+PyObject* bound_getattro(PyObject* op, PyObject* name) {
+  PyObject* found = PyObject_GenericGetAttr(op, name);
+  if (found != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
+  PyErr_Clear();
+  return PyObject_GetAttr(reinterpret_cast<BoundObject*>(op)->inner, name);
+}
+
+PyMethodDef bound_methods[] = {
+    {"__enter__", bound_enter, METH_NOARGS, "Enter the inner context, then open the binding frame."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(bound_exit)), METH_FASTCALL,
+     "Close the binding frame (binding what is new), then exit the inner context."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot bound_slots[] = {
+    {Py_tp_doc, const_cast<char*>("A profile context's manager, binding its body through the allocation hook.")},
+    {Py_tp_new, reinterpret_cast<void*>(bound_new)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(bound_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(bound_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(bound_clear)},
+    {Py_tp_getattro, reinterpret_cast<void*>(bound_getattro)},
+    {Py_tp_methods, bound_methods},
+    {0, nullptr}};
+
+PyType_Spec bound_spec = {"commgroup_lint_allocator_hook.Bound", sizeof(BoundObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, bound_slots};
 
 // The serial number of the block allocated in a context at ``addr``, 0 when there is none.
 PyObject* block_serial(PyObject*, PyObject* arg) {
@@ -331,6 +575,8 @@ PyMethodDef per_context[] = {
     {"exit_frame", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(exit_frame)), METH_FASTCALL,
      "exit_frame(frames, index, binder, with_frame): the frame closes; new blocks go to binder."},
     {"serial", block_serial, METH_O, "The serial number of the context's block at an address, or 0."},
+    {"configure", configure, METH_VARARGS,
+     "configure(opening, modes, thread_mode, start, end, binder, nowhere): what Bound needs of the shim."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -340,4 +586,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attach", &attach);
   m.def("in_use", &cuda_in_use);
   if (PyModule_AddFunctions(m.ptr(), per_context) < 0) throw pybind11::error_already_set();
+  for (auto [name, slot] : {std::pair{"depth", &s_depth}, {"mode", &s_mode}, {"frames", &s_frames},
+                            {"native", &s_native}, {"__enter__", &s_enter}, {"__exit__", &s_exit}}) {
+    *slot = PyUnicode_InternFromString(name);
+    if (*slot == nullptr) throw pybind11::error_already_set();
+  }
+  PyObject* bound = PyType_FromSpec(&bound_spec);
+  if (bound == nullptr || PyModule_AddObject(m.ptr(), "Bound", bound) < 0) throw pybind11::error_already_set();
 }

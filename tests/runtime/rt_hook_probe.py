@@ -3,7 +3,10 @@
 Run by ``test_rt_allocator_hook.py`` as ``python rt_hook_probe.py OUT`` (the hook attaches once
 per process, so each run is a fresh one). On an NCCL world of one rank, two groups over it
 stand for the right and the wrong one. Writes OUT (JSON): whether the hook was used, each
-case's violations as ``[code, line, collective line]``, and the lines marked below.
+case's violations as ``[code, line, collective line]``, and the lines marked below. The last
+case is a profile context of a project (``symmetric`` in ``mypkg_probe``, declared in its
+``commgroup-lint.toml``) at the steps of a model: its manager's type, and how many times the
+shim's Python bound what it allocated.
 """
 
 from __future__ import annotations
@@ -17,7 +20,39 @@ import torch
 import torch.distributed as dist
 
 from commgroup_lint import runtime
-from commgroup_lint.runtime import _allocator_hook
+from commgroup_lint.runtime import _allocator_hook, _binding
+
+_PROJECT = {
+    "mypkg_probe.py": "class _Symmetric:\n"
+                      "    def __init__(self, group):\n"
+                      "        self.group = group\n\n"
+                      "    def __enter__(self):\n"
+                      "        return self\n\n"
+                      "    def __exit__(self, *exc):\n"
+                      "        return False\n\n\n"
+                      "def symmetric(group):\n"
+                      "    return _Symmetric(group)\n",
+    "commgroup-lint.toml": '[extend-profile.contexts."mypkg_probe.symmetric"]\nparam = "group"\nindex = 0\n',
+}
+BINDINGS = [0]
+
+
+def _counted(bind):
+    """The shim's binding of what a context's frame collected, counted."""
+    def bind_collected(*args):
+        BINDINGS[0] += 1
+        return bind(*args)
+    return bind_collected
+
+
+def _project() -> None:
+    """Write the project and work in it: the shim reads its configuration."""
+    root = tempfile.mkdtemp()
+    for name, text in _PROJECT.items():
+        with open(os.path.join(root, name), "w") as f:
+            f.write(text)
+    os.chdir(root)
+    sys.path.insert(0, root)
 
 
 def found(shim) -> list[list]:
@@ -36,6 +71,10 @@ def main(out_path: str) -> None:
                             world_size=1, device_id=torch.device("cuda", 0))
     right, wrong = dist.new_group([0]), dist.new_group([0])
     torch.zeros(1, device="cuda")  # CUDA is in use before the first context, as in a model
+    _project()
+    import mypkg_probe
+
+    _binding._bind_collected = _counted(_binding._bind_collected)
     cases = {}
     with runtime.enforce("report") as shim:
         with runtime.simulated_symmetric_memory(right, register=False):  # CONTEXT
@@ -66,6 +105,17 @@ def main(out_path: str) -> None:
         dist.all_reduce(made, group=wrong)  # COMPILED WRONG
         cases["made by compiled code in a context, wrong group"] = found(shim)
         cases["compiled output"] = made.sum().item()
+        cases["profile context manager"] = type(mypkg_probe.symmetric(right)).__name__
+        before = BINDINGS[0]
+        for _ in range(5):  # a model's steps: the caching allocator hands out the same block
+            with mypkg_probe.symmetric(right):  # STEP CONTEXT
+                step = torch.ones(4096, device="cuda")
+            del step
+        with mypkg_probe.symmetric(right):  # STEP CONTEXT 2
+            step = torch.ones(4096, device="cuda")
+        dist.all_reduce(step, group=wrong)  # STEP WRONG
+        cases["profile context at each step, wrong group"] = found(shim)
+        cases["bindings of the steps"] = BINDINGS[0] - before
     torch.cuda.synchronize()
     result = {"hook": _allocator_hook.HookState.native is not None, "cases": cases}
     with open(out_path, "w") as f:

@@ -116,6 +116,7 @@ def stand_in(monkeypatch):
     hook = StandInHook()
     monkeypatch.setattr(_allocator_hook.HookState, "native", hook)
     monkeypatch.setattr(_allocator_hook.HookState, "settled", True)
+    monkeypatch.setattr(_allocator_hook.HookState, "context", None)  # its contexts: the shim's Python
     monkeypatch.setattr(TABLE, "block_serial", hook.serial)
     yield hook
     TABLE.buffers.clear()
@@ -238,6 +239,7 @@ def unsettled(monkeypatch):
     monkeypatch.setattr(_allocator_hook.HookState, "attached", None)
     monkeypatch.setattr(_allocator_hook.HookState, "native", None)
     monkeypatch.setattr(_allocator_hook.HookState, "settled", False)
+    monkeypatch.setattr(_allocator_hook.HookState, "context", None)
     monkeypatch.setattr(TABLE, "block_serial", None)
 
 
@@ -321,3 +323,9 @@ def test_cuda_memory_bound_through_the_allocator_hook(tmp_path, hooked):
     compiled = [["CGL002", _marked("COMPILED CONTEXT"), _marked("COMPILED WRONG")]] if hooked else []
     assert cases["made by compiled code in a context, wrong group"] == compiled
     assert cases["compiled output"] == 8192.0
+    # a project's profile context: under the hook, the extension's manager, binding the block
+    # the first step allocates and counting the same block again at the next steps
+    assert cases["profile context manager"] == ("Bound" if hooked else "_BoundContext")
+    step = _marked("STEP CONTEXT 2") if hooked else _marked("STEP CONTEXT 2") + 1
+    assert cases["profile context at each step, wrong group"] == [["CGL002", step, _marked("STEP WRONG")]]
+    assert cases["bindings of the steps"] == (2 if hooked else 0)  # a new stack at the last one
