@@ -227,9 +227,7 @@ def _hook() -> Any:
 def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
     """Open a frame on this thread. The first one chooses how its memory is learnt (the hook,
     else the mode, pushed on torch's stack while the thread has frames)."""
-    mode = _MODES.mode
-    if mode is None:
-        mode = _thread_mode()
+    mode = _MODES.mode or _thread_mode()
     frames = mode.frames
     if not frames:
         mode.native = native = HookState.native if HookState.settled else _hook()

@@ -69,9 +69,6 @@ class Shim:
 
     # -- what the hooks call ---------------------------------------------------------------
     compiling = staticmethod(_binding.is_compiling)
-    start_binding = staticmethod(_binding.start_binding)
-    start_pool_binding = staticmethod(_binding.start_pool_binding)
-    end_binding = staticmethod(_binding.end_binding)
     bind_result = staticmethod(_binding.bind_result)
     register = staticmethod(_registration.register)
     bind_pool = staticmethod(_registration.bind_pool)

@@ -163,25 +163,13 @@ bool same_stack(const Chain& kept, const Chain& now) {
   return true;
 }
 
-PyObject* pairs(const std::vector<std::pair<uint64_t, uint64_t>>& items) {
+// A Python list of one tuple per item, made by ``tuple_of(item)``; null (an error set) on failure.
+template <typename Item, typename TupleOf>
+PyObject* list_of(const std::vector<Item>& items, TupleOf tuple_of) {
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
   if (list == nullptr) return nullptr;
   for (size_t i = 0; i < items.size(); ++i) {
-    PyObject* item = Py_BuildValue("(KK)", items[i].first, items[i].second);
-    if (item == nullptr) {
-      Py_DECREF(list);
-      return nullptr;
-    }
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
-  }
-  return list;
-}
-
-PyObject* blocks(const std::vector<Block>& items) {
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(items.size()));
-  if (list == nullptr) return nullptr;
-  for (size_t i = 0; i < items.size(); ++i) {
-    PyObject* item = Py_BuildValue("(KKK)", items[i].addr, items[i].size, items[i].serial);
+    PyObject* item = tuple_of(items[i]);
     if (item == nullptr) {
       Py_DECREF(list);
       return nullptr;
@@ -207,7 +195,7 @@ PyObject* open_context(PyObject*, PyObject*) {
 PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyObject* with_frame) {
   PyObject* frame = PyList_GET_ITEM(frames, index);
   if (!PyTuple_Check(frame) || PyTuple_GET_SIZE(frame) != 4) {
-    PyErr_SetString(PyExc_TypeError, "exit_frame: a frame is (group, pool, registered, mark)");
+    PyErr_SetString(PyExc_TypeError, "a binding frame is (group, pool, registered, mark)");
     return nullptr;
   }
   Key key;
@@ -275,8 +263,10 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
   }
   if (bound == nullptr) Py_RETURN_NONE;
 
-  PyObject* gone_list = pairs(gone);
-  PyObject* kept_list = gone_list != nullptr ? blocks(kept) : nullptr;
+  PyObject* gone_list = list_of(gone, [](const auto& g) { return Py_BuildValue("(KK)", g.first, g.second); });
+  PyObject* kept_list = gone_list == nullptr ? nullptr : list_of(kept, [](const Block& b) {
+    return Py_BuildValue("(KKK)", b.addr, b.size, b.serial);
+  });
   PyObject* depth = nullptr;
   if (kept_list != nullptr) {
     PyObject* call[] = {gone_list, kept_list, bound, with_frame};
