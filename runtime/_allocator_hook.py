@@ -12,7 +12,8 @@ compiler and the CUDA headers are needed, no nvcc), into ``COMMGROUP_LINT_CACHE_
 user's cache directory, and loaded directly afterwards. It is attached once CUDA is
 initialized (the allocator exists only then), and used once the process has allocated CUDA
 memory: until then (a CPU program in which something initialized CUDA) the function mode binds.
-The shim never initializes CUDA itself.
+The shim never initializes CUDA itself. The same extension holds the collective check's
+passing case (``collective_check.cpp``, used through ``_check.Native`` once the hook is in use).
 ``COMMGROUP_LINT_RUNTIME_HOOK=0`` keeps the function mode. Where the build fails, the reason is
 one line on stderr and the function mode is used.
 """
@@ -25,13 +26,15 @@ import importlib.util
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 
 from ._imports import say
 
 HOOK_ENV_VAR = "COMMGROUP_LINT_RUNTIME_HOOK"
 CACHE_ENV_VAR = "COMMGROUP_LINT_CACHE_DIR"
-_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allocator_hook.cpp")
+_SOURCES = [os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+            for name in ("allocator_hook.cpp", "collective_check.cpp")]
 _NAME = "commgroup_lint_allocator_hook"
 
 
@@ -45,6 +48,8 @@ class HookState:
     native: ModuleType | None = None
     settled = False
     context: type | None = None
+    #: called with the extension once it is in use, whoever asked first (``_binding`` sets it)
+    configure: Callable[[ModuleType], None] | None = None
 
 
 def hook() -> ModuleType | None:
@@ -64,6 +69,8 @@ def hook() -> ModuleType | None:
     if native is None or not native.in_use():
         return None
     HookState.native, HookState.settled = native, True
+    if HookState.configure is not None:
+        HookState.configure(native)
     return native
 
 
@@ -86,8 +93,10 @@ def _attach(torch: ModuleType) -> ModuleType | None:
 
 def _build_directory(torch: ModuleType) -> str:
     """Where the hook of this source, torch and Python is built."""
-    with open(_SOURCE, "rb") as f:
-        digest = hashlib.sha256(f.read())
+    digest = hashlib.sha256()
+    for source in _SOURCES:
+        with open(source, "rb") as f:
+            digest.update(f.read())
     digest.update(f"{torch.__version__} {torch.version.cuda} {sys.version}".encode())
     root = os.environ.get(CACHE_ENV_VAR) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "commgroup_lint")
@@ -111,7 +120,7 @@ def _load(torch: ModuleType) -> ModuleType:
     say(f"building the CUDA allocation hook in {directory} (once per torch and Python version)")
     with warnings.catch_warnings():  # the builder's own warnings are not the program's (-W error)
         warnings.simplefilter("ignore")
-        return cpp_extension.load(_NAME, [_SOURCE], build_directory=directory, with_cuda=True,
+        return cpp_extension.load(_NAME, _SOURCES, build_directory=directory, with_cuda=True,
                                   extra_cflags=["-O2"], verbose=False)
 
 

@@ -25,6 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._allocator_hook import HookState, hook
+from ._check import use_native
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
 from ._state import OPENING, Active
@@ -195,6 +196,7 @@ def _group_from(rec: Any, frames: list[Frame]) -> None:
         if rec.alloc_group is not None:
             return
         rec.alloc_group = frame[0]
+        TABLE.version += 1
 
 
 class _Modes(threading.local):
@@ -214,14 +216,16 @@ def _thread_mode() -> _BindMode:
     return mode
 
 
-def _hook() -> Any:
-    """:func:`hook`; once it is in use, its context type (``HookState.context``) is given what
-    it needs of this module, and profile contexts return it from then on."""
-    native = hook()
-    if native is not None and HookState.context is None and hasattr(native, "configure"):
-        native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE)
-        HookState.context = native.Bound
-    return native
+def _configure(native: Any) -> None:
+    """Once the hook is in use, its context type (``HookState.context``) is given what it needs
+    of this module, and profile contexts return it from then on; collectives known to pass are
+    decided by its check (``_check.use_native``)."""
+    native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE)
+    HookState.context = native.Bound
+    use_native(native)
+
+
+HookState.configure = _configure
 
 
 def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
@@ -230,7 +234,7 @@ def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
     mode = _MODES.mode or _thread_mode()
     frames = mode.frames
     if not frames:
-        mode.native = native = HookState.native if HookState.settled else _hook()
+        mode.native = native = HookState.native if HookState.settled else hook()
         if native is None:
             _push_mode(mode)
     else:

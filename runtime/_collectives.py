@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._check import checked
+from ._check import Native, checked
 from ._imports import say
 from ._patch import Patcher
 from ._state import TLS, Active
@@ -129,6 +129,8 @@ class CollectiveHooks:
                 return True
             return orig_has(relevant_args)
 
+        has_torch_function.replaces = orig_has  # the extension's does the same (Native)
+
         bodies = {public: checked(body, name, position) for public, (name, position, body) in specs.items()}
 
         def handle_torch_function(public: Any, relevant_args: Any, *args: Any, **kwargs: Any) -> Any:
@@ -139,7 +141,10 @@ class CollectiveHooks:
                 return _unchecked(inspect.unwrap(public), args, kwargs)
             return body(*args, **kwargs)
 
-        self.patcher.set(c10d, "has_torch_function", has_torch_function)
+        native = Native.has_torch_function
+        self.patcher.set(c10d, "has_torch_function",
+                         native if native is not None and orig_has is torch.overrides.has_torch_function
+                         else has_torch_function)
         self.patcher.set(c10d, "handle_torch_function", handle_torch_function)
 
     def _wrap_attribute(self, func: Callable[..., Any], spec: Spec) -> Callable[..., Any]:

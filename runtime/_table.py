@@ -125,6 +125,11 @@ class BindingTable:
         self._on_freed = self._freed  # one bound method for every weak reference
         # the allocation hook's serial number of the block at an address (0: none), once attached
         self.block_serial: Any = None
+        # changed after any change that may change a verdict other than a record made or dropped
+        # (registered segments, a pool's groups, a record's groups changed in place): the
+        # extension's check trusts a pass it cached while this and the record at the address are
+        # as they were
+        self.version = 0
 
     # -- buffers -------------------------------------------------------------------
     def bind(self, tensor: Any, alloc_group: Any, site: Any, registered: Any = (), pool: Any = None,
@@ -231,10 +236,13 @@ class BindingTable:
         with self._lock:
             table = self.segments.setdefault(dev, _Intervals())
             i = table.at(start)
-            if i >= 0 and table.ends[i] == start + size:
+            if i < 0 or table.ends[i] != start + size:
+                table.put(start, start + size, {group})
+            elif group not in table.items[i]:
                 table.items[i].add(group)
             else:
-                table.put(start, start + size, {group})
+                return  # registered with it already (an engine registers its pool at each context)
+            self.version += 1
 
     def drop_segment(self, dev, start, group=None) -> None:
         """Forget that the segment at ``start`` is registered with ``group`` (None: with any)."""
@@ -247,6 +255,7 @@ class BindingTable:
                 table.items[i].discard(group)
             if group is None or not table.items[i]:
                 table.remove(start)
+            self.version += 1
 
 
 class PoolGroups:

@@ -547,17 +547,18 @@ PyType_Slot bound_slots[] = {
 PyType_Spec bound_spec = {"commgroup_lint_allocator_hook.Bound", sizeof(BoundObject), 0,
                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, bound_slots};
 
+uint64_t serial_at(uint64_t addr) {
+  if (!entry_count.load(std::memory_order_relaxed)) return 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = entries.find(addr);
+  return it != entries.end() && !it->second.parked ? it->second.serial : 0;
+}
+
 // The serial number of the block allocated in a context at ``addr``, 0 when there is none.
 PyObject* block_serial(PyObject*, PyObject* arg) {
   uint64_t addr = PyLong_AsUnsignedLongLong(arg);
   if (addr == static_cast<uint64_t>(-1) && PyErr_Occurred()) return nullptr;
-  uint64_t serial = 0;
-  if (entry_count.load(std::memory_order_relaxed)) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = entries.find(addr);
-    if (it != entries.end() && !it->second.parked) serial = it->second.serial;
-  }
-  return PyLong_FromUnsignedLongLong(serial);
+  return PyLong_FromUnsignedLongLong(serial_at(addr));
 }
 
 PyMethodDef per_context[] = {
@@ -571,11 +572,17 @@ PyMethodDef per_context[] = {
 
 }  // namespace
 
+uint64_t block_serial_at(uint64_t addr) { return serial_at(addr); }  // for collective_check.cpp
+
+int add_collective_check(PyObject* module);  // collective_check.cpp
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "commgroup-lint's allocation hook: CUDA blocks allocated inside binding contexts";
   m.def("attach", &attach);
   m.def("in_use", &cuda_in_use);
-  if (PyModule_AddFunctions(m.ptr(), per_context) < 0) throw pybind11::error_already_set();
+  if (PyModule_AddFunctions(m.ptr(), per_context) < 0 || add_collective_check(m.ptr()) < 0) {
+    throw pybind11::error_already_set();
+  }
   for (auto [name, slot] : {std::pair{"depth", &s_depth}, {"mode", &s_mode}, {"frames", &s_frames},
                             {"native", &s_native}, {"__enter__", &s_enter}, {"__exit__", &s_exit}}) {
     *slot = PyUnicode_InternFromString(name);

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from commgroup_lint import runtime
-from commgroup_lint.runtime import _allocator_hook, _binding
+from commgroup_lint.runtime import _allocator_hook, _binding, _shim
 
 _PROJECT = {
     "mypkg_probe.py": "class _Symmetric:\n"
@@ -31,10 +31,20 @@ _PROJECT = {
                       "    def __exit__(self, *exc):\n"
                       "        return False\n\n\n"
                       "def symmetric(group):\n"
-                      "    return _Symmetric(group)\n",
-    "commgroup-lint.toml": '[extend-profile.contexts."mypkg_probe.symmetric"]\nparam = "group"\nindex = 0\n',
+                      "    return _Symmetric(group)\n"
+                      "\n\nclass Coordinator:\n"
+                      "    def __init__(self, group):\n"
+                      "        self.device_group = group\n\n"
+                      "    def all_reduce(self, t):\n"
+                      "        import torch.distributed as dist\n\n"
+                      "        dist.all_reduce(t, group=self.device_group)\n"
+                      "        return t\n",
+    "commgroup-lint.toml": '[extend-profile.contexts."mypkg_probe.symmetric"]\nparam = "group"\nindex = 0\n\n'
+                           '[extend-profile.runtime.group_classes."mypkg_probe.Coordinator"]\n'
+                           'group_attr = "device_group"\n',
 }
 BINDINGS = [0]
+PASSES = [0]
 
 
 def _counted(bind):
@@ -61,8 +71,50 @@ def found(shim) -> list[list]:
     return out
 
 
+def _counted_passes(remember):
+    """The extension's cache told of a pass found in Python, counted."""
+    def counted(*args):
+        PASSES[0] += 1
+        return remember(*args)
+    return counted
+
+
 def _double(t):
     return (t * 2).relu()
+
+
+def _native_checks(project, shim, cases, right, wrong) -> None:
+    """Collectives decided by the extension's check: a pass found in Python once, then in C;
+    a failing call never cached; a cached pass forgotten once the memory is bound; a group
+    class's method compiled (fullgraph) through the check."""
+    from commgroup_lint.runtime import _check
+
+    cases["native check"] = _check.Native.check is not None
+    if _check.Native.remember is not None:
+        _check.Native.remember = _counted_passes(_check.Native.remember)
+    coordinator = project.Coordinator(right)
+    with project.symmetric(right):  # HELD CONTEXT
+        held = torch.ones(4096, device="cuda")
+    before = PASSES[0]
+    for _ in range(5):
+        coordinator.all_reduce(held)
+        dist.all_reduce(held, group=right)
+    cases["passes found in Python, 10 right calls"] = PASSES[0] - before
+    judged, verdicts = [], _shim.Shim.verdicts.__code__  # counted by a profiler: no frame of the probe's
+    sys.setprofile(lambda frame, event, arg: judged.append(1) if event == "call" and frame.f_code is verdicts else None)
+    for _ in range(3):
+        dist.all_reduce(held, group=wrong)  # REPEATED WRONG
+        dist.all_reduce(held, group=right)
+    sys.setprofile(None)
+    cases["wrong calls between right ones"] = [found(shim), len(judged)]
+    plain = torch.ones(4096, device="cuda")
+    dist.all_reduce(plain, group=wrong)  # unbound: passes, and the pass is cached
+    runtime.bind_buffer(plain, right)  # BOUND BY HAND
+    dist.all_reduce(plain, group=wrong)  # AFTER BINDING
+    cases["cached pass, then bound"] = found(shim)
+    compiled = torch.compile(lambda t: coordinator.all_reduce(t * 2), fullgraph=True)
+    out = compiled(held)
+    cases["group method compiled"] = [out.shape[0], found(shim)]
 
 
 def main(out_path: str) -> None:
@@ -116,6 +168,7 @@ def main(out_path: str) -> None:
         dist.all_reduce(step, group=wrong)  # STEP WRONG
         cases["profile context at each step, wrong group"] = found(shim)
         cases["bindings of the steps"] = BINDINGS[0] - before
+        _native_checks(mypkg_probe, shim, cases, right, wrong)
     torch.cuda.synchronize()
     result = {"hook": _allocator_hook.HookState.native is not None, "cases": cases}
     with open(out_path, "w") as f:

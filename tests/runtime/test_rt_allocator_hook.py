@@ -240,6 +240,7 @@ def unsettled(monkeypatch):
     monkeypatch.setattr(_allocator_hook.HookState, "native", None)
     monkeypatch.setattr(_allocator_hook.HookState, "settled", False)
     monkeypatch.setattr(_allocator_hook.HookState, "context", None)
+    monkeypatch.setattr(_allocator_hook.HookState, "configure", None)  # a stand-in has no C side
     monkeypatch.setattr(TABLE, "block_serial", None)
 
 
@@ -329,3 +330,13 @@ def test_cuda_memory_bound_through_the_allocator_hook(tmp_path, hooked):
     step = _marked("STEP CONTEXT 2") if hooked else _marked("STEP CONTEXT 2") + 1
     assert cases["profile context at each step, wrong group"] == [["CGL002", step, _marked("STEP WRONG")]]
     assert cases["bindings of the steps"] == (2 if hooked else 0)  # a new stack at the last one
+    # the extension's check: one pass found in Python, the other nine in C; a failing call and
+    # one on memory bound since are judged in Python
+    assert cases["native check"] is hooked
+    if hooked:
+        assert cases["passes found in Python, 10 right calls"] == 1
+    wrong = _marked("REPEATED WRONG")
+    held = _marked("HELD CONTEXT") if hooked else _marked("HELD CONTEXT") + 1
+    assert cases["wrong calls between right ones"] == [[["CGL002", held, wrong]], 3]  # each judged in Python
+    assert cases["cached pass, then bound"] == [["CGL002", _marked("BOUND BY HAND"), _marked("AFTER BINDING")]]
+    assert cases["group method compiled"] == [4096, []]
