@@ -12,8 +12,9 @@ is a plain ``torch.cuda.MemPool()``, registered with the group as before.
 Prints, per size: the step time and its host time, plain and in warn mode (medians of paired
 rounds), Python calls per step, and cProfile's time per function per step for both.
 
-``--parts`` instead splits the shim's cost on the step: the shim in part (the whole shim with
-every collective checked in Python, not by the allocation hook's extension; only the collective
+``--parts`` instead splits the shim's cost on the step: the shim in part (the whole shim
+without the allocation hook's C fast paths, every collective checked and every context entered
+in Python; only the collective
 checks, torch's and the coordinator's; only the contexts; the contexts' wrappers without their
 binding) against the plain step, in interleaved rounds, each figure the median of the
 per-round differences.
@@ -138,16 +139,20 @@ def _shim_in_part(collectives: bool = True, contexts: str = "bind", native: bool
     ``collectives``, no collective is checked (neither torch's nor a group class's methods);
     ``contexts``: ``"bind"`` as the shim does, ``"wrap"`` the profile contexts wrapped by a
     wrapper that binds nothing, ``"off"`` not wrapped. Without ``native``, every collective
-    is checked in Python (the allocation hook's extension decides none)."""
+    is checked and every context entered in Python (the allocation hook's extension decides none)."""
     from commgroup_lint import runtime
-    from commgroup_lint.runtime import _check, _shim, _targets
+    from commgroup_lint.runtime import _shim, _targets
+    from commgroup_lint.runtime._native import Native
+
+    fast_paths = ("check", "group_context", "pool_context")
 
     @contextlib.contextmanager
     def shim():
         install, wrap, methods = _shim.Shim.install, _targets._context_function, _targets.wrap_group_methods
-        check = _check.Native.check
+        fast = {name: getattr(Native, name) for name in fast_paths}
         if not native:
-            _check.Native.check = None
+            for name in fast_paths:
+                setattr(Native, name, None)
 
         def partial_install(self):
             if not collectives:
@@ -167,32 +172,41 @@ def _shim_in_part(collectives: bool = True, contexts: str = "bind", native: bool
                 yield
         finally:
             _shim.Shim.install, _targets._context_function, _targets.wrap_group_methods = install, wrap, methods
-            _check.Native.check = check
+            for name, path in fast.items():
+                setattr(Native, name, path)
 
     return shim
 
 
 _PARTS = {
     "whole shim": {},
-    "whole shim, checks in Python": {"native": False},
+    "whole shim, no C fast paths": {"native": False},
     "collective checks only": {"contexts": "off"},
     "contexts only": {"collectives": False},
     "context wrappers, no binding": {"collectives": False, "contexts": "wrap"},
 }
 
 
-def _in_python(run, shim, steps: int = 10) -> tuple[float, float]:
-    """Per step, with the whole shim: collectives judged in Python (not by the extension's
-    check), and changes of the binding table (each sends the next collectives to Python)."""
-    from commgroup_lint.runtime import _check
+def _in_python(run, shim, steps: int = 10) -> tuple[float, float, float]:
+    """Per step, with the whole shim: collectives judged in Python and profile contexts
+    entered through Python (not by the extension's fast paths), and changes of the binding
+    table (each sends the next collectives to Python)."""
+    from commgroup_lint.runtime import _check, _targets
     from commgroup_lint.runtime._table import TABLE
 
-    slow = next(c for c in _check.checked.__code__.co_consts if getattr(c, "co_name", "") == "slow")
-    calls = [0]
+    def inner(func, name):
+        return next(c for c in func.__code__.co_consts if getattr(c, "co_name", "") == name)
+
+    slow = inner(_check.checked, "slow")
+    rests = {inner(_targets._context_function, "rest"), inner(_targets._pool_context_function, "rest")}
+    calls = {"slow": 0, "rest": 0}
 
     def count(frame, event, arg):
-        if event == "call" and frame.f_code is slow:
-            calls[0] += 1
+        if event == "call":
+            if frame.f_code is slow:
+                calls["slow"] += 1
+            elif frame.f_code in rests:
+                calls["rest"] += 1
 
     with shim():
         run()
@@ -203,7 +217,7 @@ def _in_python(run, shim, steps: int = 10) -> tuple[float, float]:
                 run()
         finally:
             sys.setprofile(None)
-        return calls[0] / steps, (TABLE.version - version) / steps
+        return calls["slow"] / steps, calls["rest"] / steps, (TABLE.version - version) / steps
 
 
 def _parts(run, sync, rounds: int, steps: int = 10) -> None:
@@ -267,8 +281,9 @@ def main() -> None:
         print(f"\n== smoke step {size}")
         if ns.parts:
             _parts(run, sync, ns.rounds * 4)
-            judged, changes = _in_python(run, shim)
-            print(f"collectives judged in Python a step: {judged:.1f}; binding table changes a step: {changes:.1f}")
+            judged, entered, changes = _in_python(run, shim)
+            print(f"a step: collectives judged in Python {judged:.1f}, contexts entered through Python "
+                  f"{entered:.1f}, binding table changes {changes:.1f}")
             continue
         for label, timer, through_mode in _MEASURES if hooked else _MEASURES[:2]:
             with _function_mode(_allocator_hook) if through_mode else contextlib.nullcontext():

@@ -12,8 +12,9 @@ compiler and the CUDA headers are needed, no nvcc), into ``COMMGROUP_LINT_CACHE_
 user's cache directory, and loaded directly afterwards. It is attached once CUDA is
 initialized (the allocator exists only then), and used once the process has allocated CUDA
 memory: until then (a CPU program in which something initialized CUDA) the function mode binds.
-The shim never initializes CUDA itself. The same extension holds the collective check's
-passing case (``collective_check.cpp``, used through ``_check.Native`` once the hook is in use).
+The shim never initializes CUDA itself. The same extension holds the passing case of the
+collective check (``collective_check.cpp``) and the usual cases of a profile context's entry
+(``context_entry.cpp``), used through ``_native.Native`` once the hook is in use.
 ``COMMGROUP_LINT_RUNTIME_HOOK=0`` keeps the function mode. Where the build fails, the reason is
 one line on stderr and the function mode is used.
 """
@@ -34,7 +35,7 @@ from ._imports import say
 HOOK_ENV_VAR = "COMMGROUP_LINT_RUNTIME_HOOK"
 CACHE_ENV_VAR = "COMMGROUP_LINT_CACHE_DIR"
 _SOURCES = [os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-            for name in ("allocator_hook.cpp", "collective_check.cpp")]
+            for name in ("allocator_hook.cpp", "collective_check.cpp", "context_entry.cpp")]
 _NAME = "commgroup_lint_allocator_hook"
 
 

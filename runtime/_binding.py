@@ -25,7 +25,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._allocator_hook import HookState, hook
-from ._check import use_native
+from . import _check, _targets
+from ._native import traced_as_call
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
 from ._state import OPENING, Active
@@ -218,11 +219,23 @@ def _thread_mode() -> _BindMode:
 
 def _configure(native: Any) -> None:
     """Once the hook is in use, its context type (``HookState.context``) is given what it needs
-    of this module, and profile contexts return it from then on; collectives known to pass are
-    decided by its check (``_check.use_native``)."""
+    of this module, and profile contexts return it from then on. Where torch.compile can be
+    told to trace them as plain calls, its fast paths are used too (``_native``): collectives
+    known to pass and the usual profile contexts are decided in C."""
     native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE)
     HookState.context = native.Bound
-    use_native(native)
+    use_fast_paths(native)
+
+
+def use_fast_paths(native: Any) -> bool:
+    """Decide collectives known to pass and the usual profile contexts in ``native`` from now
+    on, where torch.compile can be told to trace them as plain calls (torch 2.5 and newer)."""
+    if not hasattr(torch.compiler, "substitute_in_graph"):
+        return False
+    _check.use_native(native)
+    _targets.use_native(native)
+    traced_as_call(native.check, native.group_context, native.pool_context)
+    return True
 
 
 HookState.configure = _configure

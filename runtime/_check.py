@@ -7,26 +7,13 @@ group classes. The passing case is decided inline; verdicts come from the active
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
-from . import _imports
 from ._groups import _ProcessGroup, as_process_group
+from ._native import Native
 from ._state import TLS, Active
 from ._table import TABLE
-
-
-class Native:
-    """The allocation hook's extension's check (``collective_check.cpp``), once the hook is
-    configured: ``check(func, slow, spec, args, kwargs)`` decides in C a call known to pass (the
-    same tensors found passing on the same group before, the table unchanged since), and
-    ``remember(shim, args, kwargs, group)`` tells it of a pass found here. None without it."""
-
-    check: Callable[..., Any] | None = None
-    remember: Callable[..., Any] | None = None
-    #: ``distributed_c10d.has_torch_function`` while a shim is installed (``_collectives``)
-    has_torch_function: Callable[[Any], bool] | None = None
 
 
 def checked(func: Callable[..., Any], name: str, position: int | None = None, keyword: str = "group",
@@ -40,7 +27,7 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
     nothing; anything else goes to :meth:`Shim.verdicts`. What ``func`` runs is not checked
     again (the thread's depth of checked collectives). With ``traced``, ``func`` itself runs
     while torch.compile traces the call (a group class's method: the compiler does not know
-    the wrapper, unlike torch's collectives). With the extension (:class:`Native`), a call
+    the wrapper, unlike torch's collectives). With the extension (``Native.check``), a call
     known to pass is decided in C and the rest comes here."""
 
     def slow(args: tuple, kwargs: dict) -> Any:
@@ -81,32 +68,14 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
 
 
 def use_native(native: Any) -> None:
-    """Decide calls known to pass in ``native`` (the allocation hook's extension) from now on;
-    torch.compile traces its check as the call of the collective itself."""
+    """Decide calls known to pass in ``native`` (the allocation hook's extension) from now on."""
     import torch
     import torch.distributed as dist
 
-    if not hasattr(torch.compiler, "substitute_in_graph"):  # torch < 2.5: the checks stay in Python
-        return
     original = torch.overrides.has_torch_function
     native.configure_checks(Active, TLS, TABLE, as_process_group, _ProcessGroup, torch.compiler, original)
-    _imports.when_imported("torch._dynamo", functools.partial(_trace_as_call, native.check))
     Native.check, Native.remember = native.check, native.remember
     Native.has_torch_function = native.has_torch_function
     c10d = dist.distributed_c10d
     if getattr(c10d.has_torch_function, "replaces", None) is original:  # an installed shim's
         c10d.has_torch_function = native.has_torch_function  # its uninstall restores torch's
-
-
-def _trace_as_call(check: Callable[..., Any], module: Any, complete: bool) -> bool:
-    """torch.compile traces ``check(func, slow, spec, args, kwargs)`` as ``func(*args, **kwargs)``
-    (a group class's method called in compiled code): once ``torch._dynamo`` is imported."""
-    if not complete:
-        return False
-    import torch
-
-    @torch.compiler.substitute_in_graph(check, skip_signature_check=True)
-    def traced_check(func: Any, slow: Any, spec: Any, args: tuple, kwargs: dict) -> Any:
-        return func(*args, **kwargs)
-
-    return True

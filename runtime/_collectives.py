@@ -31,8 +31,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._check import Native, checked
+from ._check import checked
 from ._imports import say
+from ._native import Native
 from ._patch import Patcher
 from ._state import TLS, Active
 

@@ -41,6 +41,7 @@ from commgroup_lint.profile import Context, GroupParam
 
 from . import _imports, _sites
 from ._knowledge import Knowledge
+from ._native import Native
 from ._patch import Patcher
 from ._state import OPENING, Active
 
@@ -108,9 +109,10 @@ class _Binds:
     contexts made while it is made or entered may be its own."""
 
     def __init__(self, target: Callable[[tuple, dict], Any], start: Callable[[Any], Any],
-                 end: Callable[[Any], None], pool: _Argument | None = None) -> None:
+                 end: Callable[[Any], None], pool: _Argument | None = None, spec: tuple = ()) -> None:
         self.target, self.start, self.end, self.pool = target, start, end, pool
         self.opens = pool is None
+        self.spec = spec  # the arguments as the extension's context entry reads them (_native)
 
 
 @functools.cache
@@ -140,7 +142,10 @@ def _group_binds(spec: Context, group: _Group, func: Any, leading: int) -> _Bind
         found = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
         return found if found is not None else group.value(args, kwargs)  # left out: its default
 
-    return _Binds(target, start_binding, end_binding)
+    # (disabled's name, its position, the group's name, its position, nothing else to read)
+    spec = (disabled.name if disabled is not None else None, off_at, name, at,
+            enabled is None and group.default is None)
+    return _Binds(target, start_binding, end_binding, spec=spec)
 
 
 def _pool_binds(pool: _Argument) -> _Binds:
@@ -159,7 +164,7 @@ def _pool_binds(pool: _Argument) -> _Binds:
         found = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
         return _OFF if found is None else found
 
-    return _Binds(target, start_pool_binding, end_binding, pool)
+    return _Binds(target, start_pool_binding, end_binding, pool, spec=(name, at))
 
 
 def _theirs(pool: Any) -> bool:
@@ -216,17 +221,16 @@ def _binds_body(cls: type) -> bool:
 
 def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., Any]:
     """The body of the context ``func`` returned is bound while a shim is active (and the call
-    is not being compiled: torch.compile traces the original)."""
+    is not being compiled: torch.compile traces the original). With the extension
+    (``Native.group_context``), the usual call is decided in C and the rest comes here."""
     if binds.pool is not None:
         return _pool_context_function(func, binds, binds.pool)
     from ._allocator_hook import HookState  # torch's side: patching happens once a shim is installed
     from ._groups import _ProcessGroup, as_process_group
 
-    target = binds.target
+    target, spec = binds.target, binds.spec
 
-    @functools.wraps(func)
-    def context(*args: Any, **kwargs: Any) -> Any:
-        cm = func(*args, **kwargs)
+    def rest(cm: Any, args: tuple, kwargs: dict) -> Any:
         shim = Active.shim
         if shim is None or not _binds_body(type(cm)) or shim.compiling():
             return cm
@@ -238,6 +242,13 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
             return hooked(cm, bound if type(bound) is _ProcessGroup else as_process_group(bound))
         return _BoundContext(cm, binds, bound)
 
+    @functools.wraps(func)
+    def context(*args: Any, **kwargs: Any) -> Any:
+        enter = Native.group_context
+        if enter is not None:
+            return enter(func, rest, spec, args, kwargs)
+        return rest(func(*args, **kwargs), args, kwargs)
+
     return context
 
 
@@ -245,14 +256,14 @@ def _pool_context_function(func: Callable[..., Any], binds: _Binds, argument: _A
     """:func:`_context_function` of a pool context, with its target and :func:`_theirs` written
     out. The engines' contexts enter one inside theirs, where it binds nothing: that case is
     asked first, before the compiler's flag (a context naming a group is never entered while
-    compiling, so the count is then 0, and the compiler reads it as any thread-local)."""
+    compiling, so the count is then 0, and the compiler reads it as any thread-local). With the
+    extension (``Native.pool_context``), that case is decided in C."""
     from ._binding import binding_open  # torch's side: patching happens once a shim is installed
 
     name, at = argument.name, argument._at
+    spec = binds.spec
 
-    @functools.wraps(func)
-    def context(*args: Any, **kwargs: Any) -> Any:
-        cm = func(*args, **kwargs)
+    def rest(cm: Any, args: tuple, kwargs: dict) -> Any:
         shim = Active.shim
         if shim is None:
             return cm
@@ -263,7 +274,26 @@ def _pool_context_function(func: Callable[..., Any], binds: _Binds, argument: _A
             return cm
         return _BoundContext(cm, binds, pool)
 
+    @functools.wraps(func)
+    def context(*args: Any, **kwargs: Any) -> Any:
+        enter = Native.pool_context
+        if enter is not None:
+            return enter(func, rest, spec, args, kwargs)
+        return rest(func(*args, **kwargs), args, kwargs)
+
     return context
+
+
+def use_native(native: Any) -> None:
+    """Enter profile contexts through ``native`` (the allocation hook's extension) from now on."""
+    import torch
+
+    from ._allocator_hook import HookState
+    from ._groups import _HOLDER, _LABELS, _ProcessGroup
+
+    native.configure_contexts(Active, HookState, OPENING, _binds_body, _lists_segments, _HOLDER, _LABELS,
+                              _ProcessGroup, torch.compiler)
+    Native.group_context, Native.pool_context = native.group_context, native.pool_context
 
 
 _BINDING = "_commgroup_lint_binding"

@@ -210,10 +210,23 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
 
   if (open_contexts > 0) --open_contexts;
   if (mark > opened.size()) mark = opened.size();
-  bool again = false;
-  for (size_t i = mark; i < opened.size(); ++i) again = again || opened[i].again;
+  // The stack is walked (outside the lock: making frame objects may free memory) only as deep
+  // as the keys of the blocks handed out again that could match need.
+  int needed = 0;
+  if (keyed) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (size_t i = mark; i < opened.size(); ++i) {
+      if (!opened[i].again) continue;
+      auto it = entries.find(opened[i].addr);
+      if (it == entries.end()) continue;
+      const Key& k = it->second.key;
+      if (k.group == key.group && k.pool == key.pool && k.registered == key.registered && k.chain.n > needed) {
+        needed = k.chain.n;
+      }
+    }
+  }
   Chain now;
-  if (keyed && again) now = chain_from(with_frame, kChain);
+  if (needed > 0) now = chain_from(with_frame, needed);
 
   std::vector<std::pair<uint64_t, uint64_t>> gone;
   std::vector<Block> kept;
@@ -575,12 +588,14 @@ PyMethodDef per_context[] = {
 uint64_t block_serial_at(uint64_t addr) { return serial_at(addr); }  // for collective_check.cpp
 
 int add_collective_check(PyObject* module);  // collective_check.cpp
+int add_context_entry(PyObject* module);     // context_entry.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "commgroup-lint's allocation hook: CUDA blocks allocated inside binding contexts";
   m.def("attach", &attach);
   m.def("in_use", &cuda_in_use);
-  if (PyModule_AddFunctions(m.ptr(), per_context) < 0 || add_collective_check(m.ptr()) < 0) {
+  if (PyModule_AddFunctions(m.ptr(), per_context) < 0 || add_collective_check(m.ptr()) < 0 ||
+      add_context_entry(m.ptr()) < 0) {
     throw pybind11::error_already_set();
   }
   for (auto [name, slot] : {std::pair{"depth", &s_depth}, {"mode", &s_mode}, {"frames", &s_frames},

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from commgroup_lint import runtime
-from commgroup_lint.runtime import _allocator_hook, _binding, _shim
+from commgroup_lint.runtime import _allocator_hook, _binding, _shim, _targets
 
 _PROJECT = {
     "mypkg_probe.py": "class _Symmetric:\n"
@@ -87,11 +87,11 @@ def _native_checks(project, shim, cases, right, wrong) -> None:
     """Collectives decided by the extension's check: a pass found in Python once, then in C;
     a failing call never cached; a cached pass forgotten once the memory is bound; a group
     class's method compiled (fullgraph) through the check."""
-    from commgroup_lint.runtime import _check
+    from commgroup_lint.runtime._native import Native
 
-    cases["native check"] = _check.Native.check is not None
-    if _check.Native.remember is not None:
-        _check.Native.remember = _counted_passes(_check.Native.remember)
+    cases["native check"] = Native.check is not None
+    if Native.remember is not None:
+        Native.remember = _counted_passes(Native.remember)
     coordinator = project.Coordinator(right)
     with project.symmetric(right):  # HELD CONTEXT
         held = torch.ones(4096, device="cuda")
@@ -159,10 +159,17 @@ def main(out_path: str) -> None:
         cases["compiled output"] = made.sum().item()
         cases["profile context manager"] = type(mypkg_probe.symmetric(right)).__name__
         before = BINDINGS[0]
+        rests = [c for f in (_targets._context_function, _targets._pool_context_function)
+                 for c in f.__code__.co_consts if getattr(c, "co_name", "") == "rest"]
+        decided_in_python = []
+        sys.setprofile(lambda frame, event, arg: decided_in_python.append(1)
+                       if event == "call" and frame.f_code in rests else None)
         for _ in range(5):  # a model's steps: the caching allocator hands out the same block
             with mypkg_probe.symmetric(right):  # STEP CONTEXT
                 step = torch.ones(4096, device="cuda")
             del step
+        sys.setprofile(None)
+        cases["step contexts entered through Python"] = len(decided_in_python)
         with mypkg_probe.symmetric(right):  # STEP CONTEXT 2
             step = torch.ones(4096, device="cuda")
         dist.all_reduce(step, group=wrong)  # STEP WRONG

@@ -330,6 +330,7 @@ def test_cuda_memory_bound_through_the_allocator_hook(tmp_path, hooked):
     step = _marked("STEP CONTEXT 2") if hooked else _marked("STEP CONTEXT 2") + 1
     assert cases["profile context at each step, wrong group"] == [["CGL002", step, _marked("STEP WRONG")]]
     assert cases["bindings of the steps"] == (2 if hooked else 0)  # a new stack at the last one
+    assert cases["step contexts entered through Python"] == (0 if hooked else 5)  # else the extension's entry
     # the extension's check: one pass found in Python, the other nine in C; a failing call and
     # one on memory bound since are judged in Python
     assert cases["native check"] is hooked

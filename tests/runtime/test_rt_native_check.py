@@ -1,13 +1,16 @@
-"""The extension's collective check (``runtime/collective_check.cpp``), built on the CPU with a
-stand-in for the CUDA allocator's header (``native_build.py``): a pass found in Python is
-decided in C from then on, and anything that could change a verdict sends the call back to
-Python. On one gloo rank, where two groups over the same rank are two groups."""
+"""The extension's fast paths (``runtime/collective_check.cpp``, ``runtime/context_entry.cpp``),
+built on the CPU with a stand-in for the CUDA allocator's header (``native_build.py``): a pass
+found in Python is decided in C from then on, and anything that could change a verdict sends
+the call back to Python; a profile context's usual entry is decided in C. On one gloo rank,
+where two groups over the same rank are two groups."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -16,14 +19,44 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
 from commgroup_lint import runtime  # noqa: E402
-from commgroup_lint.runtime import _check, _knowledge, _shim  # noqa: E402
+from commgroup_lint.runtime import _allocator_hook, _binding, _knowledge, _shim, _targets  # noqa: E402
+from commgroup_lint.runtime._state import OPENING  # noqa: E402
+from commgroup_lint.runtime._table import TABLE  # noqa: E402
+from commgroup_lint.runtime._native import Native  # noqa: E402
 from native_build import build, compiler  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 ENGINE = textwrap.dedent(
     """\
+    import contextlib
+
     import torch.distributed as dist
+
+
+    class Pool:
+        def snapshot(self):  # lists its segments, as a CUDA MemPool does
+            return []
+
+
+    @contextlib.contextmanager
+    def use_pool(pool):
+        yield
+
+
+    class Symmetric:
+        def __init__(self, group):
+            self.group = group
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+
+    def symmetric(group, disabled=False):
+        return Symmetric(group)
 
 
     class Coordinator:
@@ -39,6 +72,15 @@ CONFIG = textwrap.dedent(
     """\
     [tool.commgroup-lint.extend-profile.runtime.group_classes."cglnative.Coordinator"]
     group_attr = "device_group"
+
+    [tool.commgroup-lint.extend-profile.contexts."cglnative.symmetric"]
+    param = "group"
+    index = 0
+    disabled = "disabled"
+
+    [tool.commgroup-lint.extend-profile.pool_contexts."cglnative.use_pool"]
+    param = "pool"
+    index = 0
     """
 )
 
@@ -48,17 +90,18 @@ def native(tmp_path_factory):
     if compiler() is None:
         pytest.skip("no C++ compiler to build the extension with")
     module = build(tmp_path_factory.mktemp("native"))
-    _check.use_native(module)
+    assert _binding.use_fast_paths(module)
     yield module
-    _check.Native.check = _check.Native.remember = _check.Native.has_torch_function = None
+    for name in ("check", "remember", "has_torch_function", "group_context", "pool_context"):
+        setattr(Native, name, None)
 
 
 @pytest.fixture
 def passes_found(native, monkeypatch):
     """How many passes the check in Python has told the extension of."""
     told = []
-    remember = _check.Native.remember
-    monkeypatch.setattr(_check.Native, "remember", lambda *args: (told.append(args), remember(*args)))
+    remember = Native.remember
+    monkeypatch.setattr(Native, "remember", lambda *args: (told.append(args), remember(*args)))
     return told
 
 
@@ -86,6 +129,27 @@ def _judged():
         yield judged
     finally:
         sys.setprofile(None)
+
+
+@contextlib.contextmanager
+def _entered_through_python():
+    """A list with one item for each profile context entered through the wrapper's Python
+    (its ``rest``) meanwhile, not decided by the extension."""
+    rests = {c for f in (_targets._context_function, _targets._pool_context_function)
+             for c in f.__code__.co_consts if getattr(c, "co_name", "") == "rest"}
+    entered = []
+    sys.setprofile(lambda frame, event, arg: entered.append(1) if event == "call" and frame.f_code in rests else None)
+    try:
+        yield entered
+    finally:
+        sys.setprofile(None)
+
+
+class Manager:
+    """Stands for the extension's manager (``Bound``, which binds through the CUDA hook)."""
+
+    def __init__(self, inner, group):
+        self.inner, self.group = inner, group
 
 
 def _line() -> int:
@@ -194,3 +258,88 @@ def test_a_group_class_method_compiles_through_the_check(groups, passes_found, e
         assert _found(shim) == []
         engine.Coordinator(b).all_reduce(buf); collective = _line()  # noqa: E702
         assert [f[:3] for f in _found(shim)] == [("CGL002", allocated, collective)]
+
+
+def test_a_profile_context_naming_a_group_is_entered_in_c(groups, native, engine, monkeypatch) -> None:
+    """Its manager comes back over the engine's with the group: a ProcessGroup, or the group of
+    a wrapper whose type was seen before; switched off, the engine's manager as it is."""
+    a, _ = groups
+    monkeypatch.setattr(_allocator_hook.HookState, "context", Manager)
+    coordinator = engine.Coordinator(a)
+    with runtime.enforce("report"), _entered_through_python() as entered:
+        made = [engine.symmetric(a), engine.symmetric(group=a), engine.symmetric(coordinator),
+                engine.symmetric(coordinator), engine.symmetric(a, disabled=True), engine.symmetric(a, True)]
+    assert [type(m).__name__ for m in made] == ["Manager"] * 4 + ["Symmetric"] * 2
+    assert all(m.group is a and type(m.inner) is engine.Symmetric for m in made[:4])
+    assert len(entered) == 1  # the first wrapper: its type learnt in Python
+
+
+def test_a_pool_context_inside_a_group_context_is_returned_as_it_is(native, engine, monkeypatch) -> None:
+    """While a context naming a group is being entered, a pool context over a pool that lists
+    its segments gets no binding of its own (decided in C); alone, it binds (in Python)."""
+    pool = engine.Pool()
+    with runtime.enforce("report"), _entered_through_python() as entered:
+        monkeypatch.setattr(OPENING, "depth", 1)
+        inside = engine.use_pool(pool)
+        monkeypatch.setattr(OPENING, "depth", 0)
+        alone = engine.use_pool(pool)
+    assert type(inside).__name__ == "_GeneratorContextManager"
+    assert type(alone).__name__ == "_BoundContext"
+    assert len(entered) == 1
+
+
+@pytest.fixture
+def hooked(native, monkeypatch):
+    """The built extension as the process's allocation hook, its allocator played by the test:
+    ``allocate(t)`` and ``free(t)`` report ``t``'s memory as a block handed out or freed, as
+    the CUDA caching allocator tells its trace tracker. ``bindings``: how many times a
+    context's exit bound blocks in Python."""
+    event = ctypes.CDLL(native.__file__).cgl_test_allocator_event
+    event.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
+    bindings = []
+    bind = _binding._bind_collected
+    monkeypatch.setattr(_binding, "_bind_collected", lambda *args: (bindings.append(1), bind(*args))[1])
+    for name, value in (("attached", native), ("native", native), ("settled", True), ("context", None)):
+        monkeypatch.setattr(_allocator_hook.HookState, name, value)
+    monkeypatch.setattr(TABLE, "block_serial", native.serial)
+    native.attach(True)
+    _binding._configure(native)
+    yield types.SimpleNamespace(
+        allocate=lambda t: event(1, t.data_ptr(), t.untyped_storage().nbytes()),
+        free=lambda t: event(0, t.data_ptr(), t.untyped_storage().nbytes()),
+        bindings=bindings)
+    TABLE.buffers.clear()
+
+
+def test_the_hook_binds_a_context_block_at_the_with_line(groups, hooked, engine) -> None:
+    a, b = groups
+    with runtime.enforce("report") as shim:
+        with engine.symmetric(a):  # the extension's manager, entered in C
+            t = torch.ones(64); hooked.allocate(t)  # noqa: E702
+        opened = _line() - 2
+        dist.all_reduce(t, group=a)
+        dist.all_reduce(t, group=b); collective = _line()  # noqa: E702
+        assert _found(shim) == [("CGL002", opened, collective, "a", "b")]
+    assert len(hooked.bindings) == 1
+
+
+def test_a_block_handed_out_again_in_the_same_context_keeps_its_record(groups, hooked, engine) -> None:
+    """A model's steps: the same block in the same context from the same stack binds once; the
+    same block under another group is bound again."""
+    a, b = groups
+    t = torch.ones(64)
+
+    def step(group):
+        with engine.symmetric(group):
+            hooked.allocate(t)
+
+    with runtime.enforce("report") as shim:
+        for _ in range(4):
+            step(a)
+            dist.all_reduce(t, group=a)
+            hooked.free(t)
+        assert len(hooked.bindings) == 1
+        step(b)
+        dist.all_reduce(t, group=a); collective = _line()  # noqa: E702
+        assert [f[2:] for f in _found(shim)] == [(collective, "b", "a")]
+    assert len(hooked.bindings) == 2

@@ -26,8 +26,9 @@ inline void attachAllocatorTraceTracker(AllocatorTraceTracker tracker) { attache
 
 }  // namespace c10::cuda::CUDACachingAllocator
 
-// The allocator hands out (``alloc``) or frees a block, as the tracker would be told.
-extern "C" inline void cgl_test_allocator_event(int alloc, uint64_t addr, uint64_t size) {
+// The allocator hands out (``alloc``) or frees a block, as the tracker would be told. Defined
+// here, not inline: only the hook's source includes this header, and the test needs the symbol.
+extern "C" __attribute__((visibility("default"), used)) void cgl_test_allocator_event(int alloc, uint64_t addr, uint64_t size) {
   namespace cca = c10::cuda::CUDACachingAllocator;
   cca::TraceEntry entry{alloc ? cca::TraceEntry::ALLOC : cca::TraceEntry::FREE_REQUESTED, addr,
                         static_cast<size_t>(size)};

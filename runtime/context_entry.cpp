@@ -1,0 +1,240 @@
+// A profile context's entry, in C: ``group_context(func, rest, spec, args, kwargs)`` and
+// ``pool_context(func, rest, spec, args, kwargs)``.
+//
+// A profile context's wrapper (``_targets._context_function``) calls the engine's function, then
+// decides what the manager it returned binds. In a model's step that decision in Python (the
+// wrapper's tests, the compiler's flag, the group argument, the group behind a wrapper object)
+// cost about ten times what it costs in a loop, as the collective checks did
+// (``collective_check.cpp``): between two contexts the model's own code has evicted it from the
+// caches. Here the usual cases are decided in C: a context that names one group returns the
+// extension's manager over the engine's (``HookState.context``, ``Bound``), and a pool context
+// made inside one returns the engine's manager as it is. Anything else is ``rest(cm, args,
+// kwargs)``, the wrapper's Python after the call, which decides as it always did.
+//
+// Compiled into the allocation hook's extension (``allocator_hook.cpp`` adds these functions
+// to its module); everything here runs with the GIL held.
+
+#include <Python.h>
+
+#include <array>
+#include <utility>
+
+namespace {
+
+// What the entries read of the shim's Python, given once by ``configure_contexts``.
+struct Sources {
+  PyObject* active = nullptr;          // _state.Active: ``shim``
+  PyObject* hook_state = nullptr;      // _allocator_hook.HookState: ``context``, the manager type
+  PyObject* opening = nullptr;         // _state.OPENING: ``depth``, contexts naming a group being entered
+  PyObject* binds_body = nullptr;      // _targets._binds_body(type): the manager can bind its body
+  PyObject* lists_segments = nullptr;  // _targets._lists_segments(type): a pool lists its segments
+  PyObject* holder = nullptr;          // _groups._HOLDER: wrapper type -> attribute holding its group
+  PyObject* labels = nullptr;          // _groups._LABELS: the groups seen through a wrapper
+  PyObject* group_type = nullptr;      // torch's ProcessGroup
+  PyObject* compiler = nullptr;        // torch.compiler: ``_is_compiling_flag``
+} sources;
+
+PyObject *s_shim, *s_context, *s_depth, *s_flag;
+
+bool configured() {
+  if (sources.active != nullptr) return true;
+  PyErr_SetString(PyExc_RuntimeError, "the context entries are not configured");
+  return false;
+}
+
+// Whether ``name`` (a str) in ``kwargs`` or ``args[at]`` was passed: a borrowed reference to
+// it, null when it was not (no error).
+PyObject* argument(PyObject* args, PyObject* kwargs, PyObject* name, PyObject* at) {
+  if (kwargs != nullptr) {
+    PyObject* found = PyDict_GetItemWithError(kwargs, name);
+    if (found != nullptr || PyErr_Occurred()) return found;
+  }
+  Py_ssize_t i = PyLong_AsSsize_t(at);
+  if (i == -1 && PyErr_Occurred()) return nullptr;
+  return i >= 0 && i < PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, i) : nullptr;
+}
+
+// ``call(arg)`` is true: 1, 0, or -1 with an error set.
+int call_true(PyObject* call, PyObject* arg) {
+  PyObject* result = PyObject_CallOneArg(call, arg);
+  if (result == nullptr) return -1;
+  int truth = PyObject_IsTrue(result);
+  Py_DECREF(result);
+  return truth;
+}
+
+int compiling() {
+  PyObject* flag = PyObject_GetAttr(sources.compiler, s_flag);
+  if (flag == nullptr) {  // another torch: the wrapper's Python asks the compiler itself
+    PyErr_Clear();
+    return 1;
+  }
+  int truth = PyObject_IsTrue(flag);
+  Py_DECREF(flag);
+  return truth;
+}
+
+// The ProcessGroup ``group`` names when a ProcessGroup or a wrapper of a type seen before (as
+// ``_groups.as_process_group`` answers first); a new reference, or null (no error) otherwise.
+PyObject* known_group(PyObject* group) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(group)) == sources.group_type) return Py_NewRef(group);
+  PyObject* attr = PyDict_GetItemWithError(sources.holder, reinterpret_cast<PyObject*>(Py_TYPE(group)));
+  if (attr == nullptr) return nullptr;
+  PyObject* pg = PyObject_GetAttr(group, attr);
+  if (pg == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (reinterpret_cast<PyObject*>(Py_TYPE(pg)) == sources.group_type) {
+    int labelled = PyDict_Contains(sources.labels, pg);
+    if (labelled == 1) return pg;
+    if (labelled < 0) PyErr_Clear();
+  }
+  Py_DECREF(pg);
+  return nullptr;
+}
+
+// ``cm`` bound to one group when the context's arguments are its usual ones; 0 when ``rest``
+// decides, -1 on an error; ``*out`` the result when 1.
+int bind_group(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out) {
+  // spec: (off_name, off_at, name, at, simple): ``simple``, no ``enabled`` and no default group
+  if (PyTuple_GET_ITEM(spec, 4) != Py_True) return 0;
+  PyObject* manager_type = PyObject_GetAttr(sources.hook_state, s_context);
+  if (manager_type == nullptr) return -1;
+  Py_DECREF(manager_type);  // the class holds it
+  if (manager_type == Py_None) return 0;
+  int binds = call_true(sources.binds_body, reinterpret_cast<PyObject*>(Py_TYPE(cm)));
+  if (binds <= 0) {
+    *out = Py_NewRef(cm);
+    return binds < 0 ? -1 : 1;
+  }
+  int compiled = compiling();
+  if (compiled != 0) return compiled < 0 ? -1 : 0;
+  PyObject* off_name = PyTuple_GET_ITEM(spec, 0);
+  if (off_name != Py_None) {
+    PyObject* off = argument(args, kwargs, off_name, PyTuple_GET_ITEM(spec, 1));
+    if (off == nullptr && PyErr_Occurred()) return -1;
+    int truth = off != nullptr ? PyObject_IsTrue(off) : 0;
+    if (truth != 0) {
+      *out = Py_NewRef(cm);
+      return truth < 0 ? -1 : 1;
+    }
+  }
+  PyObject* group = argument(args, kwargs, PyTuple_GET_ITEM(spec, 2), PyTuple_GET_ITEM(spec, 3));
+  if (group == nullptr) return PyErr_Occurred() ? -1 : 0;  // left out: the default group, in Python
+  PyObject* pg = known_group(group);
+  if (pg == nullptr) return PyErr_Occurred() ? -1 : 0;
+  *out = PyObject_CallFunctionObjArgs(manager_type, cm, pg, nullptr);
+  Py_DECREF(pg);
+  return *out == nullptr ? -1 : 1;
+}
+
+// A pool context's manager returned as it is: made while a context naming a group is made or
+// entered, over a pool that lists its segments (``_targets._pool_context_function``'s first
+// case). 1 when so, 0 when ``rest`` decides, -1 on an error.
+int inside_group_context(PyObject* spec, PyObject* args, PyObject* kwargs) {
+  PyObject* pool = argument(args, kwargs, PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
+  if (pool == nullptr) return PyErr_Occurred() ? -1 : 0;
+  PyObject* depth = PyObject_GetAttr(sources.opening, s_depth);
+  if (depth == nullptr) return -1;
+  long opening = PyLong_AsLong(depth);
+  Py_DECREF(depth);
+  if (opening == -1 && PyErr_Occurred()) return -1;
+  if (opening <= 0) return 0;
+  return call_true(sources.lists_segments, reinterpret_cast<PyObject*>(Py_TYPE(pool)));
+}
+
+using Decide = int (*)(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out);
+
+// The shared part of both entries: call ``func``; with no shim, its manager; else ``decide``,
+// and ``rest(cm, args, kwargs)`` when it does not.
+PyObject* enter(PyObject* const* a, Py_ssize_t n, Decide decide, const char* usage) {
+  if (n != 5 || !PyTuple_Check(a[2]) || !PyTuple_Check(a[3]) || (a[4] != Py_None && !PyDict_Check(a[4]))) {
+    PyErr_SetString(PyExc_TypeError, usage);
+    return nullptr;
+  }
+  if (!configured()) return nullptr;
+  PyObject *func = a[0], *rest = a[1], *spec = a[2], *args = a[3];
+  PyObject* kwargs = a[4] == Py_None || PyDict_GET_SIZE(a[4]) == 0 ? nullptr : a[4];
+  PyObject* cm = PyObject_Call(func, args, kwargs);
+  if (cm == nullptr) return nullptr;
+  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
+  if (shim == nullptr) {
+    Py_DECREF(cm);
+    return nullptr;
+  }
+  Py_DECREF(shim);
+  if (shim == Py_None) return cm;
+  PyObject* out = nullptr;
+  int decided = decide(cm, spec, args, kwargs, &out);
+  if (decided != 0) {
+    Py_DECREF(cm);
+    return decided < 0 ? nullptr : out;
+  }
+  PyObject* result = PyObject_CallFunctionObjArgs(rest, cm, args, kwargs != nullptr ? kwargs : a[4], nullptr);
+  Py_DECREF(cm);
+  return result;
+}
+
+PyObject* group_context(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  return enter(a, n, bind_group, "group_context(func, rest, spec: 5-tuple, args: tuple, kwargs: dict | None)");
+}
+
+int pool_decide(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out) {
+  if (PyTuple_GET_SIZE(spec) != 2) {
+    PyErr_SetString(PyExc_TypeError, "a pool context's spec is (name, index)");
+    return -1;
+  }
+  int inside = inside_group_context(spec, args, kwargs);
+  if (inside == 1) *out = Py_NewRef(cm);
+  return inside;
+}
+
+PyObject* pool_context(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  return enter(a, n, pool_decide, "pool_context(func, rest, spec: 2-tuple, args: tuple, kwargs: dict | None)");
+}
+
+// ``configure_contexts(active, hook_state, opening, binds_body, lists_segments, holder, labels,
+// group_type, compiler)``.
+PyObject* configure_contexts(PyObject*, PyObject* args) {
+  Sources next;
+  if (!PyArg_UnpackTuple(args, "configure_contexts", 9, 9, &next.active, &next.hook_state, &next.opening,
+                         &next.binds_body, &next.lists_segments, &next.holder, &next.labels, &next.group_type,
+                         &next.compiler)) {
+    return nullptr;
+  }
+  if (!PyDict_Check(next.holder) || !PyDict_Check(next.labels)) {
+    PyErr_SetString(PyExc_TypeError, "configure_contexts: holder and labels are dicts");
+    return nullptr;
+  }
+  auto all = [](const Sources& s) -> std::array<PyObject*, 9> {
+    return {s.active, s.hook_state, s.opening, s.binds_body, s.lists_segments, s.holder, s.labels, s.group_type,
+            s.compiler};
+  };
+  for (PyObject* o : all(next)) Py_INCREF(o);
+  std::swap(sources, next);
+  for (PyObject* o : all(next)) Py_XDECREF(o);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef functions[] = {
+    {"group_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(group_context)), METH_FASTCALL,
+     "group_context(func, rest, spec, args, kwargs): a profile context's call, bound in C when usual."},
+    {"pool_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(pool_context)), METH_FASTCALL,
+     "pool_context(func, rest, spec, args, kwargs): a pool context's call, returned as it is when inside."},
+    {"configure_contexts", configure_contexts, METH_VARARGS,
+     "configure_contexts(active, hook_state, opening, binds_body, lists_segments, holder, labels, group_type, "
+     "compiler): what the entries read."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+// Adds the functions above to the extension's module; -1 with an error set on failure.
+int add_context_entry(PyObject* module) {
+  for (auto [name, slot] : {std::pair{"shim", &s_shim}, {"context", &s_context}, {"depth", &s_depth},
+                            {"_is_compiling_flag", &s_flag}}) {
+    *slot = PyUnicode_InternFromString(name);
+    if (*slot == nullptr) return -1;
+  }
+  return PyModule_AddFunctions(module, functions);
+}
