@@ -222,7 +222,7 @@ def _configure(native: Any) -> None:
     of this module, and profile contexts return it from then on. Where torch.compile can be
     told to trace them as plain calls, its fast paths are used too (``_native``): collectives
     known to pass and the usual profile contexts are decided in C."""
-    native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE)
+    native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE, TABLE)
     HookState.context = native.Bound
     use_fast_paths(native)
 
@@ -311,13 +311,16 @@ def _bind_collected(freed: list, blocks: list, frames: list[Frame], with_frame: 
     group, pool, registered, _ = frames[0]
     shim = Active.shim
     site, walked = (shim.finder if shim is not None else _PLAIN_FINDER).find_from(with_frame)
-    buffers = TABLE.buffers
+    buffers, kept = TABLE.buffers, TABLE.kept
     nested = len(frames) > 1
     for start, nbytes, serial in blocks:
         regs, owner, block = registered, None, None
         if pool is not None:
             block, regs = pool._acquire(nbytes, group)
             owner = pool if block else None
+        earlier = buffers.get(start)
+        if earlier is not None and earlier.serial:  # not reported freed: the hook keeps it under its key
+            kept[earlier.serial] = earlier
         rec = buffers[start] = Record(start, group, site, regs, owner, block, serial)
         if nested:
             _group_from(rec, frames)

@@ -125,6 +125,9 @@ class BindingTable:
         self._on_freed = self._freed  # one bound method for every weak reference
         # the allocation hook's serial number of the block at an address (0: none), once attached
         self.block_serial: Any = None
+        # serial -> the record of a block handed out since under another key, which the hook keeps
+        # to bring back (into ``buffers``) when the block is handed out under its key again
+        self.kept: dict[int, Record] = {}
         # changed after any change that may change a verdict other than a record made or dropped
         # (registered segments, a pool's groups, a record's groups changed in place): the
         # extension's check trusts a pass it cached while this and the record at the address are
@@ -154,9 +157,10 @@ class BindingTable:
         return rec
 
     def forget_blocks(self, freed: list[tuple[int, int]]) -> None:
-        """The hook's blocks ``(start, serial)`` were freed."""
-        buffers = self.buffers
+        """The hook's blocks ``(start, serial)`` were freed (or their records under a key)."""
+        buffers, kept = self.buffers, self.kept
         for start, serial in freed:
+            kept.pop(serial, None)
             rec = buffers.get(start)
             if rec is not None and rec.serial == serial:
                 self._drop(rec)

@@ -16,12 +16,17 @@
 // when a context hands it out again under the same key as its record (the frame's group, pool
 // and registered groups, and the call stack from the ``with`` up to the frame the record's site
 // was found at), the record counts again, its serial unchanged. Any other hand-out gives the
-// block a new serial and reports the old one as freed, so its record is dropped.
+// block a new serial and reports the old one as freed, so its record is dropped; unless the
+// old key was a kept one: then the block keeps it, with its serial and record (``TABLE.kept``),
+// among its few earlier keys, and a hand-out under one of those later brings that record back
+// (the engines' global DP buffer is one block handed out under each group's context in turn, at
+// every step).
 
 #include <pybind11/pybind11.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -37,11 +42,13 @@ using alloc::TraceEntry;
 constexpr int kChain = 8;             // frames a key holds at most (a deeper site: no steady state)
 constexpr size_t kMaxParked = 1 << 16;  // parked entries kept at most (then all are dropped)
 
-// The call stack from the ``with`` frame: code objects and instruction offsets.
+// The call stack from the ``with`` frame: code objects and lines. Lines, not instruction
+// offsets: the site a record reports is a line, and CPython 3.11's specialized calls leave a
+// frame's offset on the instruction before the call once they have warmed up.
 struct Chain {
   int n = 0;
   uintptr_t code[kChain];
-  int lasti[kChain];
+  int line[kChain];
 };
 
 // What a block's record was made from; ``chain.n == 0``: no record to keep.
@@ -50,11 +57,24 @@ struct Key {
   Chain chain;
 };
 
+constexpr int kEarlier = 3;  // earlier keys a block keeps its records under
+
+// A key a block was handed out under before, and the serial its record there has.
+struct Earlier {
+  Key key;  // chain.n == 0: none
+  uint64_t serial = 0;
+};
+
 struct Entry {
   uint64_t serial;
   bool parked;  // freed: its record does not count until the block is handed out again
   Key key;
+  Earlier earlier[kEarlier];  // the most recent first
 };
+
+bool same_fields(const Key& a, const Key& b) {
+  return a.group == b.group && a.pool == b.pool && a.registered == b.registered;
+}
 
 struct Block {
   uint64_t addr;
@@ -78,8 +98,16 @@ std::atomic<bool> in_use{false};  // CUDA memory has been allocated in this proc
 uint64_t next_serial = 1;
 bool attached = false;
 
+// The (address, serial) of every record ``e`` has: its block's, and those of its earlier keys.
+void report_records(uint64_t addr, const Entry& e, std::vector<std::pair<uint64_t, uint64_t>>& out) {
+  out.emplace_back(addr, e.serial);
+  for (const Earlier& k : e.earlier) {
+    if (k.key.chain.n) out.emplace_back(addr, k.serial);
+  }
+}
+
 void forget(std::unordered_map<uint64_t, Entry>::iterator it) {
-  freed.emplace_back(it->first, it->second.serial);
+  report_records(it->first, it->second, freed);
   if (it->second.parked) --parked;
   entries.erase(it);
   entry_count.store(entries.size(), std::memory_order_relaxed);
@@ -132,6 +160,23 @@ bool cuda_in_use() { return in_use.load(std::memory_order_relaxed); }
 // The entry points below take the raw C API, not pybind11: every binding context calls ``open``
 // and ``exit_frame``, and every collective on a hook's block calls ``serial``.
 
+// What the context type needs of the shim's Python, given once by ``configure``.
+struct Config {
+  PyObject* opening = nullptr;      // _state.OPENING: its ``depth`` counts contexts being entered
+  PyObject* modes = nullptr;        // _binding._MODES: the thread's ``mode`` and its ``frames``
+  PyObject* thread_mode = nullptr;  // _binding._thread_mode(): the thread's mode, made if none
+  PyObject* start = nullptr;        // _binding.start_binding, under an enclosing mode's frame
+  PyObject* end = nullptr;          // _binding.end_binding, the same
+  PyObject* binder = nullptr;       // _binding._bind_collected
+  PyObject* nowhere = nullptr;      // _binding._NOWHERE, a frame's registered groups
+  PyObject* module = nullptr;       // this module, the thread mode's ``native``
+  PyObject* buffers = nullptr;      // _table.TABLE.buffers: address -> the record that counts there
+  PyObject* kept = nullptr;         // _table.TABLE.kept: serial -> a record kept under an earlier key
+} config;
+
+PyObject* s_serial;
+
+
 // Up to ``depth`` frames of the stack from ``frame`` (a borrowed frame object).
 Chain chain_from(PyObject* frame, int depth) {
   Chain chain;
@@ -140,11 +185,7 @@ Chain chain_from(PyObject* frame, int depth) {
   while (f != nullptr && chain.n < depth) {
     PyCodeObject* code = PyFrame_GetCode(f);
     chain.code[chain.n] = reinterpret_cast<uintptr_t>(code);
-#if PY_VERSION_HEX >= 0x030B0000
-    chain.lasti[chain.n] = PyFrame_GetLasti(f);
-#else
-    chain.lasti[chain.n] = f->f_lasti;
-#endif
+    chain.line[chain.n] = PyFrame_GetLineNumber(f);
     Py_DECREF(code);  // the finder holds every code object it has walked: the address stays its own
     ++chain.n;
     PyFrameObject* back = PyFrame_GetBack(f);
@@ -158,7 +199,7 @@ Chain chain_from(PyObject* frame, int depth) {
 bool same_stack(const Chain& kept, const Chain& now) {
   if (now.n < kept.n) return false;
   for (int i = 0; i < kept.n; ++i) {
-    if (kept.code[i] != now.code[i] || kept.lasti[i] != now.lasti[i]) return false;
+    if (kept.code[i] != now.code[i] || kept.line[i] != now.line[i]) return false;
   }
   return true;
 }
@@ -183,6 +224,51 @@ PyObject* list_of(const std::vector<Item>& items, TupleOf tuple_of) {
 PyObject* open_context(PyObject*, PyObject*) {
   ++open_contexts;
   return PyLong_FromSize_t(opened.size());
+}
+
+// A block handed out again under an earlier key: its record at ``addr`` goes from ``from``'s
+// to ``to``'s.
+struct Swap {
+  uint64_t addr, from, to;
+};
+
+// The records of ``swaps`` brought back: ``TABLE.kept[to]`` counts at the address again, and the
+// record there (``from``'s) is kept in its place. -1 with an error set on failure.
+int bring_back(const std::vector<Swap>& swaps) {
+  if (config.buffers == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "the allocation hook is not configured");
+    return -1;
+  }
+  for (const Swap& s : swaps) {
+    PyObject* addr = PyLong_FromUnsignedLongLong(s.addr);
+    PyObject* from = PyLong_FromUnsignedLongLong(s.from);
+    PyObject* to = PyLong_FromUnsignedLongLong(s.to);
+    int failed = addr == nullptr || from == nullptr || to == nullptr;
+    PyObject* back = failed ? nullptr : PyDict_GetItemWithError(config.kept, to);  // borrowed
+    PyObject* here = failed ? nullptr : PyDict_GetItemWithError(config.buffers, addr);
+    failed = failed || PyErr_Occurred();
+    Py_XINCREF(back);
+    Py_XINCREF(here);
+    if (!failed && here != nullptr) {  // the record of ``from``, unless something dropped it
+      PyObject* serial = PyObject_GetAttr(here, s_serial);
+      unsigned long long value = serial != nullptr ? PyLong_AsUnsignedLongLong(serial) : 0;
+      Py_XDECREF(serial);
+      failed = PyErr_Occurred() != nullptr;
+      if (!failed && value == s.from) failed = PyDict_SetItem(config.kept, from, here) < 0;
+    }
+    if (!failed && back != nullptr) {
+      failed = PyDict_SetItem(config.buffers, addr, back) < 0 || PyDict_DelItem(config.kept, to) < 0;
+    } else if (!failed && here != nullptr) {  // no record kept for ``to``: none counts here
+      failed = PyDict_DelItem(config.buffers, addr) < 0;
+    }
+    Py_XDECREF(back);
+    Py_XDECREF(here);
+    Py_XDECREF(addr);
+    Py_XDECREF(from);
+    Py_XDECREF(to);
+    if (failed) return -1;
+  }
+  return 0;
 }
 
 // The frame ``frames[index]`` (a tuple ``(group, pool, registered, mark)``) closes and is
@@ -219,9 +305,10 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
       if (!opened[i].again) continue;
       auto it = entries.find(opened[i].addr);
       if (it == entries.end()) continue;
-      const Key& k = it->second.key;
-      if (k.group == key.group && k.pool == key.pool && k.registered == key.registered && k.chain.n > needed) {
-        needed = k.chain.n;
+      const Entry& e = it->second;
+      if (same_fields(e.key, key) && e.key.chain.n > needed) needed = e.key.chain.n;
+      for (const Earlier& k : e.earlier) {
+        if (same_fields(k.key, key) && k.key.chain.n > needed) needed = k.key.chain.n;
       }
     }
   }
@@ -230,6 +317,7 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
 
   std::vector<std::pair<uint64_t, uint64_t>> gone;
   std::vector<Block> kept;
+  std::vector<Swap> swaps;
   {
     std::lock_guard<std::mutex> lock(mutex);
     gone.swap(freed);
@@ -240,11 +328,27 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
       if (it == entries.end() || it->second.parked || it->second.serial != b.serial) continue;
       Entry& e = it->second;
       if (b.again) {
-        if (keyed && e.key.chain.n && e.key.group == key.group && e.key.pool == key.pool &&
-            e.key.registered == key.registered && same_stack(e.key.chain, now)) {
-          continue;  // its record counts again
+        auto matches = [&](const Key& k) { return k.chain.n && same_fields(k, key) && same_stack(k.chain, now); };
+        if (keyed && matches(e.key)) continue;  // its record counts again
+        int earlier = -1;
+        for (int k = 0; keyed && k < kEarlier && earlier < 0; ++k) {
+          if (matches(e.earlier[k].key)) earlier = k;
         }
-        gone.emplace_back(b.addr, e.serial);
+        if (earlier >= 0) {  // a key it had before: that record counts again, this one is kept
+          Earlier& back = e.earlier[earlier];
+          swaps.push_back({b.addr, e.serial, back.serial});
+          std::swap(e.key, back.key);
+          std::swap(e.serial, back.serial);
+          continue;
+        }
+        if (e.key.chain.n) {  // its record is kept under its key; the oldest one kept goes
+          Earlier& last = e.earlier[kEarlier - 1];
+          if (last.key.chain.n) gone.emplace_back(b.addr, last.serial);
+          for (int k = kEarlier - 1; k > 0; --k) e.earlier[k] = e.earlier[k - 1];
+          e.earlier[0] = {e.key, e.serial};
+        } else {
+          gone.emplace_back(b.addr, e.serial);
+        }
         e.serial = next_serial++;
       }
       e.key.chain.n = 0;
@@ -253,7 +357,7 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
     if (parked > kMaxParked) {  // blocks freed and never handed out again: drop their records
       for (auto it = entries.begin(); it != entries.end();) {
         if (it->second.parked) {
-          gone.emplace_back(it->first, it->second.serial);
+          report_records(it->first, it->second, gone);
           it = entries.erase(it);
         } else {
           ++it;
@@ -264,6 +368,7 @@ PyObject* close_frame(PyObject* frames, Py_ssize_t index, PyObject* binder, PyOb
     }
   }
   opened.resize(mark);
+  if (!swaps.empty() && bring_back(swaps) < 0) return nullptr;
 
   PyObject* bound = nullptr;  // the frames open while the blocks were allocated
   if (!gone.empty() || !kept.empty()) {
@@ -321,37 +426,33 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return close_frame(args[0], index, args[2], args[3]);
 }
 
-// What the context type needs of the shim's Python, given once by ``configure``.
-struct Config {
-  PyObject* opening = nullptr;      // _state.OPENING: its ``depth`` counts contexts being entered
-  PyObject* modes = nullptr;        // _binding._MODES: the thread's ``mode`` and its ``frames``
-  PyObject* thread_mode = nullptr;  // _binding._thread_mode(): the thread's mode, made if none
-  PyObject* start = nullptr;        // _binding.start_binding, under an enclosing mode's frame
-  PyObject* end = nullptr;          // _binding.end_binding, the same
-  PyObject* binder = nullptr;       // _binding._bind_collected
-  PyObject* nowhere = nullptr;      // _binding._NOWHERE, a frame's registered groups
-  PyObject* module = nullptr;       // this module, the thread mode's ``native``
-} config;
-
 PyObject *s_depth, *s_mode, *s_frames, *s_native, *s_enter, *s_exit;
 
-// ``configure(opening, modes, thread_mode, start, end, binder, nowhere)``.
+// ``configure(opening, modes, thread_mode, start, end, binder, nowhere, table)``.
 PyObject* configure(PyObject* module, PyObject* args) {
   Config next;
-  if (!PyArg_UnpackTuple(args, "configure", 7, 7, &next.opening, &next.modes, &next.thread_mode, &next.start,
-                         &next.end, &next.binder, &next.nowhere)) {
+  PyObject* table;
+  if (!PyArg_UnpackTuple(args, "configure", 8, 8, &next.opening, &next.modes, &next.thread_mode, &next.start,
+                         &next.end, &next.binder, &next.nowhere, &table)) {
     return nullptr;
   }
   next.module = module;
-  for (PyObject* o : {next.opening, next.modes, next.thread_mode, next.start, next.end, next.binder, next.nowhere,
-                      next.module}) {
-    Py_INCREF(o);
+  next.buffers = PyObject_GetAttrString(table, "buffers");
+  next.kept = next.buffers == nullptr ? nullptr : PyObject_GetAttrString(table, "kept");
+  if (next.kept == nullptr || !PyDict_Check(next.buffers) || !PyDict_Check(next.kept)) {
+    Py_XDECREF(next.buffers);
+    Py_XDECREF(next.kept);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "configure: the table's buffers and kept are dicts");
+    return nullptr;
   }
+  auto all = [](const Config& c) -> std::array<PyObject*, 8> {
+    return {c.opening, c.modes, c.thread_mode, c.start, c.end, c.binder, c.nowhere, c.module};
+  };
+  for (PyObject* o : all(next)) Py_INCREF(o);  // buffers and kept: held already
   std::swap(config, next);
-  for (PyObject* o : {next.opening, next.modes, next.thread_mode, next.start, next.end, next.binder, next.nowhere,
-                      next.module}) {
-    Py_XDECREF(o);
-  }
+  for (PyObject* o : all(next)) Py_XDECREF(o);
+  Py_XDECREF(next.buffers);
+  Py_XDECREF(next.kept);
   Py_RETURN_NONE;
 }
 
@@ -580,7 +681,7 @@ PyMethodDef per_context[] = {
      "exit_frame(frames, index, binder, with_frame): the frame closes; new blocks go to binder."},
     {"serial", block_serial, METH_O, "The serial number of the context's block at an address, or 0."},
     {"configure", configure, METH_VARARGS,
-     "configure(opening, modes, thread_mode, start, end, binder, nowhere): what Bound needs of the shim."},
+     "configure(opening, modes, thread_mode, start, end, binder, nowhere, table): what Bound needs of the shim."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -599,7 +700,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     throw pybind11::error_already_set();
   }
   for (auto [name, slot] : {std::pair{"depth", &s_depth}, {"mode", &s_mode}, {"frames", &s_frames},
-                            {"native", &s_native}, {"__enter__", &s_enter}, {"__exit__", &s_exit}}) {
+                            {"native", &s_native}, {"__enter__", &s_enter}, {"__exit__", &s_exit},
+                            {"serial", &s_serial}}) {
     *slot = PyUnicode_InternFromString(name);
     if (*slot == nullptr) throw pybind11::error_already_set();
   }

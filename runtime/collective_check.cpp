@@ -13,9 +13,9 @@
 // A pass holds while what it was decided on holds: the record at the tensor's address (the
 // same object, counting or not as it did: the allocation hook's block still has its serial
 // number), and the rest of the binding table (``TABLE.version``: registered segments, a pool's
-// groups, a record's groups changed in place). So a buffer that a model's step binds again (a
-// block handed out under another group at every step) sends only its own collectives back to
-// Python.
+// groups, a record's groups changed in place). A pass keeps a few such bases: a block that a
+// model's step hands out under several groups in turn has a record for each, brought back in
+// turn by the allocation hook.
 //
 // Compiled into the allocation hook's extension (``allocator_hook.cpp`` adds these functions
 // to its module); everything here runs with the GIL held.
@@ -54,9 +54,17 @@ struct PassHash {
 // What a pass was decided on: the record at the storage's start (held; null: none), its block's
 // serial number (0: a storage's record), and whether it counted (its block still had that number).
 struct Basis {
-  PyObject* record;
-  uint64_t serial;
-  bool counted;
+  PyObject* record = nullptr;
+  uint64_t serial = 0;
+  bool counted = true;
+};
+
+// The bases a pass holds on (a block handed out under several groups in turn has one record
+// for each, each brought back in turn: ``allocator_hook.cpp``), the most recent first.
+constexpr int kBases = 4;
+struct Bases {
+  Basis basis[kBases];
+  int n = 0;
 };
 
 constexpr size_t kMaxPasses = 1 << 16;  // then the cache starts again
@@ -79,11 +87,13 @@ PyObject *s_shim, *s_depth, *s_version, *s_flag, *s_serial, *s_buffers;
 // groups they name, held so that no other group is made at the same address while they live.
 PyObject* cached_shim = nullptr;
 long long cached_version = -1;
-std::unordered_map<Pass, Basis, PassHash> passes;
+std::unordered_map<Pass, Bases, PassHash> passes;
 std::vector<PyObject*> groups;
 
 void forget_passes() {
-  for (auto& [key, basis] : passes) Py_XDECREF(basis.record);
+  for (auto& [key, bases] : passes) {
+    for (int i = 0; i < bases.n; ++i) Py_XDECREF(bases.basis[i].record);
+  }
   passes.clear();
   for (PyObject* g : groups) Py_DECREF(g);
   groups.clear();
@@ -120,11 +130,17 @@ int known(PyObject* value, uintptr_t group) {
     key.group = group;
     auto found = passes.find(key);
     if (found == passes.end()) return 0;
-    const Basis& basis = found->second;
     PyObject* record = record_at(key.start);
     if (record == nullptr && PyErr_Occurred()) return -1;
-    if (record != basis.record) return 0;
-    return !basis.serial || (block_serial_at(key.start) == basis.serial) == basis.counted;
+    const Bases& bases = found->second;
+    for (int i = 0; i < bases.n; ++i) {
+      const Basis& basis = bases.basis[i];
+      if (record == basis.record &&
+          (!basis.serial || (block_serial_at(key.start) == basis.serial) == basis.counted)) {
+        return 1;
+      }
+    }
+    return 0;
   }
   if (PyList_Check(value) || PyTuple_Check(value)) return 0;  // their tensors: the full scan
   return THPVariable_Check(value) ? 0 : 1;                    // a tensor subclass
@@ -324,11 +340,13 @@ PyObject* remember(PyObject*, PyObject* const* a, Py_ssize_t n) {
       }
       basis.counted = !basis.serial || block_serial_at(key.start) == basis.serial;
     }
-    auto [at, fresh] = passes.try_emplace(key, basis);
-    if (!fresh) {
-      Py_XDECREF(at->second.record);
-      at->second = basis;
-    }
+    Bases& bases = passes[key];
+    int slot = 0;  // the same record's basis, replaced; else the oldest goes
+    while (slot < bases.n && bases.basis[slot].record != record) ++slot;
+    if (slot == bases.n) slot = bases.n < kBases ? bases.n++ : kBases - 1;
+    Py_XDECREF(bases.basis[slot].record);
+    for (int i = slot; i > 0; --i) bases.basis[i] = bases.basis[i - 1];
+    bases.basis[0] = basis;
     added = true;
     return 0;
   };

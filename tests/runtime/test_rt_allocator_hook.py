@@ -32,7 +32,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 def _stack(frame, depth: int) -> tuple:
     out = []
     while frame is not None and len(out) < depth:
-        out.append((id(frame.f_code), frame.f_lasti))
+        out.append((id(frame.f_code), frame.f_lineno))
         frame = frame.f_back
     return tuple(out)
 
@@ -120,6 +120,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(TABLE, "block_serial", hook.serial)
     yield hook
     TABLE.buffers.clear()
+    TABLE.kept.clear()
 
 
 def _found(shim) -> list[tuple]:

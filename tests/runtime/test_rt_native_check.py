@@ -309,6 +309,7 @@ def hooked(native, monkeypatch):
         free=lambda t: event(0, t.data_ptr(), t.untyped_storage().nbytes()),
         bindings=bindings)
     TABLE.buffers.clear()
+    TABLE.kept.clear()
 
 
 def test_the_hook_binds_a_context_block_at_the_with_line(groups, hooked, engine) -> None:
@@ -340,6 +341,35 @@ def test_a_block_handed_out_again_in_the_same_context_keeps_its_record(groups, h
             hooked.free(t)
         assert len(hooked.bindings) == 1
         step(b)
+        dist.all_reduce(t, group=a); collective = _line()  # noqa: E702
+        assert [f[2:] for f in _found(shim)] == [(collective, "b", "a")]
+    assert len(hooked.bindings) == 2
+
+
+def test_a_block_handed_out_under_groups_in_turn_keeps_a_record_for_each(groups, hooked, engine,
+                                                                          passes_found) -> None:
+    """The engines' global DP buffer: one block, handed out under one group's context and then
+    under another's at every step. Each binds once; from then on the hook brings the record of
+    the context that has the block back, and the collectives on it are decided in C."""
+    a, b = groups
+    t = torch.ones(64)
+
+    def under(group):
+        with engine.symmetric(group):
+            hooked.allocate(t)
+
+    with runtime.enforce("report") as shim:
+        for _ in range(4):
+            under(a)
+            dist.all_reduce(t, group=a)
+            hooked.free(t)
+            under(b)
+            dist.all_reduce(t, group=b)
+            hooked.free(t)
+        assert _found(shim) == []
+        assert len(hooked.bindings) == 2
+        assert len(passes_found) == 2  # one pass found in Python under each record
+        under(b)
         dist.all_reduce(t, group=a); collective = _line()  # noqa: E702
         assert [f[2:] for f in _found(shim)] == [(collective, "b", "a")]
     assert len(hooked.bindings) == 2
