@@ -187,11 +187,12 @@ _PARTS = {
 }
 
 
-def _in_python(run, shim, steps: int = 10) -> tuple[float, float, float]:
+def _in_python(run, shim, steps: int = 10) -> tuple[float, float, float, float]:
     """Per step, with the whole shim: collectives judged in Python and profile contexts
-    entered through Python (not by the extension's fast paths), and changes of the binding
-    table (each sends the next collectives to Python)."""
-    from commgroup_lint.runtime import _check, _targets
+    entered through Python (not by the extension's fast paths), context exits that bound
+    blocks in Python (not kept by the allocation hook), and changes of the binding table (each
+    sends the next collectives to Python)."""
+    from commgroup_lint.runtime import _binding, _check, _targets
     from commgroup_lint.runtime._table import TABLE
 
     def inner(func, name):
@@ -199,7 +200,8 @@ def _in_python(run, shim, steps: int = 10) -> tuple[float, float, float]:
 
     slow = inner(_check.checked, "slow")
     rests = {inner(_targets._context_function, "rest"), inner(_targets._pool_context_function, "rest")}
-    calls = {"slow": 0, "rest": 0}
+    binds = _binding._bind_collected.__code__
+    calls = {"slow": 0, "rest": 0, "bind": 0}
 
     def count(frame, event, arg):
         if event == "call":
@@ -207,6 +209,8 @@ def _in_python(run, shim, steps: int = 10) -> tuple[float, float, float]:
                 calls["slow"] += 1
             elif frame.f_code in rests:
                 calls["rest"] += 1
+            elif frame.f_code is binds:
+                calls["bind"] += 1
 
     with shim():
         run()
@@ -217,7 +221,8 @@ def _in_python(run, shim, steps: int = 10) -> tuple[float, float, float]:
                 run()
         finally:
             sys.setprofile(None)
-        return calls["slow"] / steps, calls["rest"] / steps, (TABLE.version - version) / steps
+        return (calls["slow"] / steps, calls["rest"] / steps, calls["bind"] / steps,
+                (TABLE.version - version) / steps)
 
 
 def _parts(run, sync, rounds: int, steps: int = 10) -> None:
@@ -281,9 +286,9 @@ def main() -> None:
         print(f"\n== smoke step {size}")
         if ns.parts:
             _parts(run, sync, ns.rounds * 4)
-            judged, entered, changes = _in_python(run, shim)
+            judged, entered, bound, changes = _in_python(run, shim)
             print(f"a step: collectives judged in Python {judged:.1f}, contexts entered through Python "
-                  f"{entered:.1f}, binding table changes {changes:.1f}")
+                  f"{entered:.1f}, context exits binding in Python {bound:.1f}, binding table changes {changes:.1f}")
             continue
         for label, timer, through_mode in _MEASURES if hooked else _MEASURES[:2]:
             with _function_mode(_allocator_hook) if through_mode else contextlib.nullcontext():

@@ -25,7 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._allocator_hook import HookState, hook
-from . import _check, _targets
+from . import _check, _collectives, _targets
 from ._native import traced_as_call
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
@@ -233,6 +233,7 @@ def use_fast_paths(native: Any) -> bool:
     if not hasattr(torch.compiler, "substitute_in_graph"):
         return False
     _check.use_native(native)
+    _collectives.use_native(native)
     _targets.use_native(native)
     traced_as_call(native.check, native.group_context, native.pool_context)
     return True

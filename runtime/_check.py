@@ -64,18 +64,14 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
             return check(func, slow, spec, args, kwargs)
         return slow(args, kwargs)
 
+    collective.native_call = (func, slow, spec)  # what the extension's handle_torch_function calls
     return collective
 
 
 def use_native(native: Any) -> None:
     """Decide calls known to pass in ``native`` (the allocation hook's extension) from now on."""
     import torch
-    import torch.distributed as dist
 
-    original = torch.overrides.has_torch_function
-    native.configure_checks(Active, TLS, TABLE, as_process_group, _ProcessGroup, torch.compiler, original)
+    native.configure_checks(Active, TLS, TABLE, as_process_group, _ProcessGroup, torch.compiler,
+                            torch.overrides.has_torch_function)
     Native.check, Native.remember = native.check, native.remember
-    Native.has_torch_function = native.has_torch_function
-    c10d = dist.distributed_c10d
-    if getattr(c10d.has_torch_function, "replaces", None) is original:  # an installed shim's
-        c10d.has_torch_function = native.has_torch_function  # its uninstall restores torch's

@@ -21,6 +21,10 @@ class Native:
     remember: Callable[..., Any] | None = None
     #: ``distributed_c10d.has_torch_function`` while a shim is installed (``_collectives``)
     has_torch_function: Callable[[Any], bool] | None = None
+    #: ``distributed_c10d.handle_torch_function`` while a shim is installed (``_collectives``),
+    #: and ``set_handle(checks, python_handle)`` to give it a shim's checks
+    handle_torch_function: Callable[..., Any] | None = None
+    set_handle: Callable[[dict, Callable[..., Any]], None] | None = None
     #: ``group_context(func, rest, spec, args, kwargs)``: a profile context naming a group
     group_context: Callable[..., Any] | None = None
     #: ``pool_context(func, rest, spec, args, kwargs)``: a pool context

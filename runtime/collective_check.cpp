@@ -286,25 +286,76 @@ PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   return PyObject_CallFunctionObjArgs(slow, args, a[4], nullptr);
 }
 
+// 1: a collective called now is to be checked (a shim is installed, and no checked collective
+// runs on this thread); 0: not; -1: an error.
+int to_check() {
+  if (sources.active == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "the collective check is not configured");
+    return -1;
+  }
+  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
+  if (shim == nullptr) return -1;
+  Py_DECREF(shim);
+  if (shim == Py_None) return 0;
+  PyObject* depth = PyObject_GetAttr(sources.tls, s_depth);
+  if (depth == nullptr) return -1;
+  int nested = PyObject_IsTrue(depth);
+  Py_DECREF(depth);
+  return nested < 0 ? -1 : !nested;
+}
+
 // ``has_torch_function(relevant_args)``: torch's, for ``distributed_c10d``, except that a
 // collective not checked yet is handed to the shim (``_collectives`` says why).
 PyObject* has_torch_function(PyObject*, PyObject* relevant) {
-  if (sources.active == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "the collective check is not configured");
+  int checking = to_check();
+  if (checking < 0) return nullptr;
+  if (checking) Py_RETURN_TRUE;
+  return PyObject_CallOneArg(sources.has_torch_function, relevant);
+}
+
+// What ``handle_torch_function`` hands collectives to, given by ``set_handle``: public function
+// -> (func, slow, spec) of its check, and the shim's handle_torch_function in Python.
+PyObject* handled = nullptr;
+PyObject* python_handle = nullptr;
+
+// ``handle_torch_function(public, relevant_args, *args, **kwargs)``: for ``distributed_c10d``, a
+// collective not checked yet goes to its check (``check``) with no Python of the shim's in
+// between; any other call to the shim's handle_torch_function in Python.
+PyObject* handle_torch_function(PyObject*, PyObject* args, PyObject* kwargs) {
+  if (python_handle == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "handle_torch_function is not configured");
     return nullptr;
   }
-  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
-  if (shim == nullptr) return nullptr;
-  Py_DECREF(shim);
-  if (shim != Py_None) {
-    PyObject* depth = PyObject_GetAttr(sources.tls, s_depth);
-    if (depth == nullptr) return nullptr;
-    int nested = PyObject_IsTrue(depth);
-    Py_DECREF(depth);
-    if (nested < 0) return nullptr;
-    if (!nested) Py_RETURN_TRUE;
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  PyObject* entry = n >= 2 ? PyDict_GetItemWithError(handled, PyTuple_GET_ITEM(args, 0)) : nullptr;
+  if (entry == nullptr && PyErr_Occurred()) return nullptr;
+  int checking = entry != nullptr && PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 3 ? to_check() : 0;
+  if (checking < 0) return nullptr;
+  if (!checking) return PyObject_Call(python_handle, args, kwargs);
+  Py_INCREF(entry);  // held while the collective runs: the table may change meanwhile
+  PyObject* rest = PyTuple_GetSlice(args, 2, n);
+  PyObject* result = nullptr;
+  if (rest != nullptr) {
+    PyObject* call[] = {PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1), PyTuple_GET_ITEM(entry, 2), rest,
+                        kwargs != nullptr ? kwargs : Py_None};
+    result = check(nullptr, call, 5);
+    Py_DECREF(rest);
   }
-  return PyObject_CallOneArg(sources.has_torch_function, relevant);
+  Py_DECREF(entry);
+  return result;
+}
+
+// ``set_handle(handled, python_handle)``.
+PyObject* set_handle(PyObject*, PyObject* args) {
+  PyObject *table, *fallback;
+  if (!PyArg_UnpackTuple(args, "set_handle", 2, 2, &table, &fallback)) return nullptr;
+  if (!PyDict_Check(table)) {
+    PyErr_SetString(PyExc_TypeError, "set_handle(handled: dict, python_handle)");
+    return nullptr;
+  }
+  Py_XSETREF(handled, Py_NewRef(table));
+  Py_XSETREF(python_handle, Py_NewRef(fallback));
+  Py_RETURN_NONE;
 }
 
 // ``remember(shim, args, kwargs, group)``: the check in Python found this call passing.
@@ -399,6 +450,11 @@ PyMethodDef functions[] = {
      "remember(shim, args, kwargs, group): the check in Python found this call passing."},
     {"has_torch_function", has_torch_function, METH_O,
      "has_torch_function(relevant_args): torch's, but true for a collective not checked yet."},
+    {"handle_torch_function", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(handle_torch_function)),
+     METH_VARARGS | METH_KEYWORDS,
+     "handle_torch_function(public, relevant_args, *args, **kwargs): a collective not checked yet, to its check."},
+    {"set_handle", set_handle, METH_VARARGS,
+     "set_handle(handled, python_handle): the checks handle_torch_function hands collectives to."},
     {"configure_checks", configure_checks, METH_VARARGS,
      "configure_checks(active, tls, table, as_process_group, group_type, compiler, has_torch_function)."},
     {nullptr, nullptr, 0, nullptr}};

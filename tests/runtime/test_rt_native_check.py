@@ -92,7 +92,8 @@ def native(tmp_path_factory):
     module = build(tmp_path_factory.mktemp("native"))
     assert _binding.use_fast_paths(module)
     yield module
-    for name in ("check", "remember", "has_torch_function", "group_context", "pool_context"):
+    for name in ("check", "remember", "has_torch_function", "handle_torch_function", "set_handle", "group_context",
+                 "pool_context"):
         setattr(Native, name, None)
 
 
@@ -236,13 +237,17 @@ def test_another_shim_starts_from_python(groups, passes_found) -> None:
     assert len(passes_found) == 2
 
 
-def test_has_torch_function_is_the_extensions_while_installed_and_torchs_after(groups, native) -> None:
+def test_torch_dispatch_hooks_are_the_extensions_while_installed_and_torchs_after(groups, native) -> None:
+    """A collective that hands itself to torch's function machinery reaches its check through
+    the extension's two hooks: it needs no wrapper (torch.compile sees torch's own function)."""
     c10d = dist.distributed_c10d
-    original = c10d.has_torch_function
+    has, handle, all_reduce = c10d.has_torch_function, c10d.handle_torch_function, dist.all_reduce
     with runtime.enforce("report"):
         assert c10d.has_torch_function is native.has_torch_function
+        assert c10d.handle_torch_function is native.handle_torch_function
+        assert dist.all_reduce is all_reduce and c10d.all_reduce is all_reduce
         assert native.has_torch_function((torch.ones(1),)) is True  # not checked yet: to the shim
-    assert c10d.has_torch_function is original
+    assert (c10d.has_torch_function, c10d.handle_torch_function) == (has, handle)
 
 
 def test_a_group_class_method_compiles_through_the_check(groups, passes_found, engine) -> None:
