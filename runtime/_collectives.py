@@ -11,7 +11,9 @@
   checked yet, ``has_torch_function`` answers yes and ``handle_torch_function`` checks the
   call and runs the collective's body; a real function mode or tensor subclass still gets the
   call, after the check. (torch 2.11's list ``reduce_scatter`` and ``broadcast`` do not hand
-  themselves over: only their module attributes are checked there.)
+  themselves over: only their module attributes are checked there.) With the allocation
+  hook's extension both globals are its C functions (:func:`use_native`), and a collective
+  that hands itself over keeps no attribute wrapper: it is checked on this path alone.
 * Functional collectives (``torch.ops._c10d_functional``: what ``torch.compile``d code and
   DTensor call) and symmetric-memory ops (``torch.ops.symm_mem``) take their group by name.
   Each gets a kernel for its CPU and CUDA dispatch keys that checks the call, then runs the
