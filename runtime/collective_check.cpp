@@ -260,6 +260,16 @@ int passes_here(PyObject* shim, PyObject* spec, PyObject* args, PyObject* kwargs
   return known;
 }
 
+// ``slow(args, kwargs)``, the check in Python, which takes a dict of keyword arguments.
+PyObject* call_slow(PyObject* slow, PyObject* args, PyObject* kwargs) {
+  if (kwargs != Py_None) return PyObject_CallFunctionObjArgs(slow, args, kwargs, nullptr);
+  PyObject* none = PyDict_New();
+  if (none == nullptr) return nullptr;
+  PyObject* result = PyObject_CallFunctionObjArgs(slow, args, none, nullptr);
+  Py_DECREF(none);
+  return result;
+}
+
 // ``check(func, slow, spec, args, kwargs)``: the hooked collective's call (see the top).
 PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   if (n != 5 || !PyTuple_Check(a[2]) || PyTuple_GET_SIZE(a[2]) != 4 || !PyTuple_Check(a[3]) ||
@@ -269,7 +279,7 @@ PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   }
   PyObject *func = a[0], *slow = a[1], *spec = a[2], *args = a[3];
   PyObject* kwargs = a[4] == Py_None || PyDict_GET_SIZE(a[4]) == 0 ? nullptr : a[4];
-  if (sources.active == nullptr) return PyObject_CallFunctionObjArgs(slow, args, a[4], nullptr);
+  if (sources.active == nullptr) return call_slow(slow, args, a[4]);
   PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
   if (shim == nullptr) return nullptr;
   Py_DECREF(shim);  // the class holds it; only its identity is read
@@ -283,7 +293,7 @@ PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   int decided = passes_here(shim, spec, args, kwargs);
   if (decided < 0) return nullptr;
   if (decided) return call_checked(func, args, kwargs);
-  return PyObject_CallFunctionObjArgs(slow, args, a[4], nullptr);
+  return call_slow(slow, args, a[4]);
 }
 
 // 1: a collective called now is to be checked (a shim is installed, and no checked collective
