@@ -323,6 +323,13 @@ def hooked(native, monkeypatch):
     TABLE.kept.clear()
 
 
+def _handed_out(t, group, engine, hooked) -> None:
+    """``t``'s memory handed out by the allocator inside a profile context over ``group``, from
+    one call stack (a model's step)."""
+    with engine.symmetric(group):
+        hooked.allocate(t)
+
+
 def test_the_hook_binds_a_context_block_at_the_with_line(groups, hooked, engine) -> None:
     a, b = groups
     with runtime.enforce("report") as shim:
@@ -340,18 +347,13 @@ def test_a_block_handed_out_again_in_the_same_context_keeps_its_record(groups, h
     same block under another group is bound again."""
     a, b = groups
     t = torch.ones(64)
-
-    def step(group):
-        with engine.symmetric(group):
-            hooked.allocate(t)
-
     with runtime.enforce("report") as shim:
         for _ in range(4):
-            step(a)
+            _handed_out(t, a, engine, hooked)
             dist.all_reduce(t, group=a)
             hooked.free(t)
         assert len(hooked.bindings) == 1
-        step(b)
+        _handed_out(t, b, engine, hooked)
         dist.all_reduce(t, group=a); collective = _line()  # noqa: E702
         assert [f[2:] for f in _found(shim)] == [(collective, "b", "a")]
     assert len(hooked.bindings) == 2
@@ -364,23 +366,16 @@ def test_a_block_handed_out_under_groups_in_turn_keeps_a_record_for_each(groups,
     the context that has the block back, and the collectives on it are decided in C."""
     a, b = groups
     t = torch.ones(64)
-
-    def under(group):
-        with engine.symmetric(group):
-            hooked.allocate(t)
-
     with runtime.enforce("report") as shim:
         for _ in range(4):
-            under(a)
-            dist.all_reduce(t, group=a)
-            hooked.free(t)
-            under(b)
-            dist.all_reduce(t, group=b)
-            hooked.free(t)
+            for group in (a, b):
+                _handed_out(t, group, engine, hooked)
+                dist.all_reduce(t, group=group)
+                hooked.free(t)
         assert _found(shim) == []
         assert len(hooked.bindings) == 2
         assert len(passes_found) == 2  # one pass found in Python under each record
-        under(b)
+        _handed_out(t, b, engine, hooked)
         dist.all_reduce(t, group=a); collective = _line()  # noqa: E702
         assert [f[2:] for f in _found(shim)] == [(collective, "b", "a")]
     assert len(hooked.bindings) == 2
