@@ -80,7 +80,9 @@ PyObject* known_group(PyObject* group) {
   if (reinterpret_cast<PyObject*>(Py_TYPE(group)) == sources.group_type) return Py_NewRef(group);
   PyObject* attr = PyDict_GetItemWithError(sources.holder, reinterpret_cast<PyObject*>(Py_TYPE(group)));
   if (attr == nullptr) return nullptr;
+  Py_INCREF(attr);  // the attribute's lookup may run Python, which may change the table
   PyObject* pg = PyObject_GetAttr(group, attr);
+  Py_DECREF(attr);
   if (pg == nullptr) {
     PyErr_Clear();
     return nullptr;
@@ -94,6 +96,9 @@ PyObject* known_group(PyObject* group) {
   return nullptr;
 }
 
+int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs,
+              PyObject** out);
+
 // ``cm`` bound to one group when the context's arguments are its usual ones; 0 when ``rest``
 // decides, -1 on an error; ``*out`` the result when 1.
 int bind_group(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out) {
@@ -101,8 +106,14 @@ int bind_group(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, P
   if (PyTuple_GET_ITEM(spec, 4) != Py_True) return 0;
   PyObject* manager_type = PyObject_GetAttr(sources.hook_state, s_context);
   if (manager_type == nullptr) return -1;
-  Py_DECREF(manager_type);  // the class holds it
-  if (manager_type == Py_None) return 0;
+  int decided = manager_type == Py_None ? 0 : bind_with(manager_type, cm, spec, args, kwargs, out);
+  Py_DECREF(manager_type);
+  return decided;
+}
+
+// :func:`bind_group` once the manager's type (``HookState.context``) is known.
+int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs,
+              PyObject** out) {
   int binds = call_true(sources.binds_body, reinterpret_cast<PyObject*>(Py_TYPE(cm)));
   if (binds <= 0) {
     *out = Py_NewRef(cm);
