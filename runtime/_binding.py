@@ -229,8 +229,10 @@ def _configure(native: Any) -> None:
 
 def use_fast_paths(native: Any) -> bool:
     """Decide collectives known to pass and the usual profile contexts in ``native`` from now
-    on, where torch.compile can be told to trace them as plain calls (torch 2.5 and newer)."""
-    if not hasattr(torch.compiler, "substitute_in_graph"):
+    on, where torch.compile can be told to trace them as plain calls (torch 2.5 and newer) and
+    the GIL guards their caches (not a free-threaded CPython running without it)."""
+    gil = getattr(sys, "_is_gil_enabled", None)
+    if not hasattr(torch.compiler, "substitute_in_graph") or gil is not None and not gil():
         return False
     _check.use_native(native)
     _collectives.use_native(native)
