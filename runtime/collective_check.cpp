@@ -270,6 +270,25 @@ PyObject* call_slow(PyObject* slow, PyObject* args, PyObject* kwargs) {
   return result;
 }
 
+// 1: a collective called now is to be checked (a shim is installed, ``*shim`` when asked, and no
+// checked collective runs on this thread); 0: not; -1: an error.
+int to_check(PyObject** shim_out = nullptr) {
+  if (sources.active == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "the collective check is not configured");
+    return -1;
+  }
+  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
+  if (shim == nullptr) return -1;
+  Py_DECREF(shim);  // the class holds it; only its identity is read
+  if (shim_out != nullptr) *shim_out = shim;
+  if (shim == Py_None) return 0;
+  PyObject* depth = PyObject_GetAttr(sources.tls, s_depth);
+  if (depth == nullptr) return -1;
+  int nested = PyObject_IsTrue(depth);
+  Py_DECREF(depth);
+  return nested < 0 ? -1 : !nested;
+}
+
 // ``check(func, slow, spec, args, kwargs)``: the hooked collective's call (see the top).
 PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   if (n != 5 || !PyTuple_Check(a[2]) || PyTuple_GET_SIZE(a[2]) != 4 || !PyTuple_Check(a[3]) ||
@@ -280,38 +299,14 @@ PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   PyObject *func = a[0], *slow = a[1], *spec = a[2], *args = a[3];
   PyObject* kwargs = a[4] == Py_None || PyDict_GET_SIZE(a[4]) == 0 ? nullptr : a[4];
   if (sources.active == nullptr) return call_slow(slow, args, a[4]);
-  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
-  if (shim == nullptr) return nullptr;
-  Py_DECREF(shim);  // the class holds it; only its identity is read
-  if (shim == Py_None) return PyObject_Call(func, args, kwargs);
-  PyObject* depth = PyObject_GetAttr(sources.tls, s_depth);
-  if (depth == nullptr) return nullptr;
-  int nested = PyObject_IsTrue(depth);
-  Py_DECREF(depth);
-  if (nested < 0) return nullptr;
-  if (nested) return PyObject_Call(func, args, kwargs);
+  PyObject* shim = nullptr;
+  int checking = to_check(&shim);
+  if (checking < 0) return nullptr;
+  if (!checking) return PyObject_Call(func, args, kwargs);  // no shim, or checked already
   int decided = passes_here(shim, spec, args, kwargs);
   if (decided < 0) return nullptr;
   if (decided) return call_checked(func, args, kwargs);
   return call_slow(slow, args, a[4]);
-}
-
-// 1: a collective called now is to be checked (a shim is installed, and no checked collective
-// runs on this thread); 0: not; -1: an error.
-int to_check() {
-  if (sources.active == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "the collective check is not configured");
-    return -1;
-  }
-  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
-  if (shim == nullptr) return -1;
-  Py_DECREF(shim);
-  if (shim == Py_None) return 0;
-  PyObject* depth = PyObject_GetAttr(sources.tls, s_depth);
-  if (depth == nullptr) return -1;
-  int nested = PyObject_IsTrue(depth);
-  Py_DECREF(depth);
-  return nested < 0 ? -1 : !nested;
 }
 
 // ``has_torch_function(relevant_args)``: torch's, for ``distributed_c10d``, except that a
