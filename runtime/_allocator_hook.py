@@ -14,7 +14,8 @@ initialized (the allocator exists only then), and used once the process has allo
 memory: until then (a CPU program in which something initialized CUDA) the function mode binds.
 The shim never initializes CUDA itself. The same extension holds the passing case of the
 collective check (``collective_check.cpp``) and the usual cases of a profile context's entry
-(``context_entry.cpp``), used through ``_native.Native`` once the hook is in use.
+(``context_entry.cpp``), used through ``_native.Native`` once the hook is in use, and the
+shim's per-thread counts in C (``thread_counts.cpp``), which both read.
 ``COMMGROUP_LINT_RUNTIME_HOOK=0`` keeps the function mode. Where the build fails, the reason is
 one line on stderr and the function mode is used.
 """
@@ -34,8 +35,10 @@ from ._imports import say
 
 HOOK_ENV_VAR = "COMMGROUP_LINT_RUNTIME_HOOK"
 CACHE_ENV_VAR = "COMMGROUP_LINT_CACHE_DIR"
-_SOURCES = [os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-            for name in ("allocator_hook.cpp", "collective_check.cpp", "context_entry.cpp")]
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = [os.path.join(_HERE, name)
+            for name in ("allocator_hook.cpp", "collective_check.cpp", "context_entry.cpp", "thread_counts.cpp")]
+_HEADERS = [os.path.join(_HERE, "thread_counts.h")]
 _NAME = "commgroup_lint_allocator_hook"
 
 
@@ -95,7 +98,7 @@ def _attach(torch: ModuleType) -> ModuleType | None:
 def _build_directory(torch: ModuleType) -> str:
     """Where the hook of this source, torch and Python is built."""
     digest = hashlib.sha256()
-    for source in _SOURCES:
+    for source in _SOURCES + _HEADERS:
         with open(source, "rb") as f:
             digest.update(f.read())
     digest.update(f"{torch.__version__} {torch.version.cuda} {sys.version}".encode())

@@ -29,7 +29,7 @@ from . import _check, _collectives, _targets
 from ._native import traced_as_call
 from ._groups import _ProcessGroup, as_process_group
 from ._sites import SiteFinder
-from ._state import OPENING, Active
+from ._state import Active, keep_counts_in
 from ._table import POOLS, TABLE, Record
 
 _Tensor = torch.Tensor
@@ -222,7 +222,8 @@ def _configure(native: Any) -> None:
     of this module, and profile contexts return it from then on. Where torch.compile can be
     told to trace them as plain calls, its fast paths are used too (``_native``): collectives
     known to pass and the usual profile contexts are decided in C."""
-    native.configure(OPENING, _MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE, TABLE)
+    keep_counts_in(native)  # read by the extension's context type and fast paths
+    native.configure(_MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE, TABLE)
     HookState.context = native.Bound
     use_fast_paths(native)
 
@@ -230,7 +231,8 @@ def _configure(native: Any) -> None:
 def use_fast_paths(native: Any) -> bool:
     """Decide collectives known to pass and the usual profile contexts in ``native`` from now
     on, where torch.compile can be told to trace them as plain calls (torch 2.5 and newer) and
-    the GIL guards their caches (not a free-threaded CPython running without it)."""
+    the GIL guards their caches (not a free-threaded CPython running without it). They read the
+    thread's counts in C: ``native`` keeps them (``_state.keep_counts_in``)."""
     gil = getattr(sys, "_is_gil_enabled", None)
     if not hasattr(torch.compiler, "substitute_in_graph") or gil is not None and not gil():
         return False

@@ -72,6 +72,6 @@ def use_native(native: Any) -> None:
     """Decide calls known to pass in ``native`` (the allocation hook's extension) from now on."""
     import torch
 
-    native.configure_checks(Active, TLS, TABLE, as_process_group, _ProcessGroup, torch.compiler,
+    native.configure_checks(Active, TABLE, as_process_group, _ProcessGroup, torch.compiler,
                             torch.overrides.has_torch_function)
     Native.check, Native.remember = native.check, native.remember

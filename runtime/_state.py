@@ -1,6 +1,9 @@
 """State shared by the torch-free hooks and the shim: which shim is active, the depth of checked
 collectives on this thread (a collective run by a checked one is not checked again), and how
-many contexts naming a group it is entering (the allocation hook's context type counts too)."""
+many contexts naming a group it is entering (the allocation hook's context type counts too).
+
+The two counts are ``threading.local`` attributes until the allocation hook's extension is in
+use; then they are kept in C (:func:`keep_counts_in`), where its fast paths read them."""
 
 from __future__ import annotations
 
@@ -23,6 +26,16 @@ class _Opening(threading.local):
 
 
 OPENING = _Opening()
+
+
+def keep_counts_in(native: Any) -> None:
+    """Keep ``TLS.depth`` and ``OPENING.depth`` in ``native``'s per-thread counts from now on
+    (its ``ThreadCount`` descriptors set on their classes), or, with None, in the
+    ``threading.local`` again; this thread's counts carry over."""
+    for holder, index in ((TLS, "CHECKING"), (OPENING, "ENTERING")):
+        now = holder.depth
+        type(holder).depth = 0 if native is None else native.ThreadCount(getattr(native, index))
+        holder.depth = now
 
 
 class Active:

@@ -291,8 +291,8 @@ def use_native(native: Any) -> None:
     from ._allocator_hook import HookState
     from ._groups import _HOLDER, _LABELS, _ProcessGroup
 
-    native.configure_contexts(Active, HookState, OPENING, _binds_body, _lists_segments, _HOLDER, _LABELS,
-                              _ProcessGroup, torch.compiler)
+    native.configure_contexts(Active, HookState, _binds_body, _lists_segments, _HOLDER, _LABELS, _ProcessGroup,
+                              torch.compiler)
     Native.group_context, Native.pool_context = native.group_context, native.pool_context
 
 

@@ -26,6 +26,8 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include "thread_counts.h"
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -162,7 +164,6 @@ bool cuda_in_use() { return in_use.load(std::memory_order_relaxed); }
 
 // What the context type needs of the shim's Python, given once by ``configure``.
 struct Config {
-  PyObject* opening = nullptr;      // _state.OPENING: its ``depth`` counts contexts being entered
   PyObject* modes = nullptr;        // _binding._MODES: the thread's ``mode`` and its ``frames``
   PyObject* thread_mode = nullptr;  // _binding._thread_mode(): the thread's mode, made if none
   PyObject* start = nullptr;        // _binding.start_binding, under an enclosing mode's frame
@@ -177,6 +178,42 @@ struct Config {
 PyObject* s_serial;
 
 
+// A frame's line, by its code and instruction offset: finding it walks the code's line table
+// from the start, at every context's exit in a model's step, through memory that the step has
+// evicted. The cache holds the code objects it names, so that their addresses stay theirs.
+struct CodeAt {
+  uintptr_t code;
+  int offset;
+  bool operator==(const CodeAt& other) const { return code == other.code && offset == other.offset; }
+};
+
+struct CodeAtHash {
+  size_t operator()(const CodeAt& c) const { return static_cast<size_t>(c.code * 0x9E3779B97F4A7C15ULL) ^ c.offset; }
+};
+
+constexpr size_t kMaxLines = 1 << 16;  // then the cache starts again
+std::unordered_map<CodeAt, int, CodeAtHash> lines;
+
+int line_of(PyFrameObject* f, PyCodeObject* code) {
+#if PY_VERSION_HEX >= 0x030B0000
+  int offset = PyFrame_GetLasti(f);
+#else
+  int offset = f->f_lasti;
+#endif
+  if (offset < 0) return PyFrame_GetLineNumber(f);
+  CodeAt at{reinterpret_cast<uintptr_t>(code), offset};
+  auto found = lines.find(at);
+  if (found != lines.end()) return found->second;
+  if (lines.size() >= kMaxLines) {
+    for (auto& [held, line] : lines) Py_DECREF(reinterpret_cast<PyObject*>(held.code));
+    lines.clear();
+  }
+  int line = PyFrame_GetLineNumber(f);
+  Py_INCREF(code);
+  lines.emplace(at, line);
+  return line;
+}
+
 // Up to ``depth`` frames of the stack from ``frame`` (a borrowed frame object).
 Chain chain_from(PyObject* frame, int depth) {
   Chain chain;
@@ -185,7 +222,7 @@ Chain chain_from(PyObject* frame, int depth) {
   while (f != nullptr && chain.n < depth) {
     PyCodeObject* code = PyFrame_GetCode(f);
     chain.code[chain.n] = reinterpret_cast<uintptr_t>(code);
-    chain.line[chain.n] = PyFrame_GetLineNumber(f);
+    chain.line[chain.n] = line_of(f, code);
     Py_DECREF(code);  // the finder holds every code object it has walked: the address stays its own
     ++chain.n;
     PyFrameObject* back = PyFrame_GetBack(f);
@@ -426,14 +463,25 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return close_frame(args[0], index, args[2], args[3]);
 }
 
-PyObject *s_depth, *s_mode, *s_frames, *s_native, *s_enter, *s_exit;
+PyObject *s_mode, *s_frames, *s_native, *s_enter, *s_exit;
 
-// ``configure(opening, modes, thread_mode, start, end, binder, nowhere, table)``.
+// This thread's binding mode and its frames (``_binding._thread_mode()``), held once found: a
+// thread keeps its one mode, and finding it is a ``threading.local`` lookup, at every context.
+// Found again after ``configure``. Held until the process ends (one small object a thread).
+struct ThreadMode {
+  PyObject* mode = nullptr;
+  PyObject* frames = nullptr;
+  uint64_t generation = 0;
+};
+thread_local ThreadMode thread_mode;
+uint64_t generation = 1;  // of ``configure``
+
+// ``configure(modes, thread_mode, start, end, binder, nowhere, table)``.
 PyObject* configure(PyObject* module, PyObject* args) {
   Config next;
   PyObject* table;
-  if (!PyArg_UnpackTuple(args, "configure", 8, 8, &next.opening, &next.modes, &next.thread_mode, &next.start,
-                         &next.end, &next.binder, &next.nowhere, &table)) {
+  if (!PyArg_UnpackTuple(args, "configure", 7, 7, &next.modes, &next.thread_mode, &next.start, &next.end,
+                         &next.binder, &next.nowhere, &table)) {
     return nullptr;
   }
   next.module = module;
@@ -445,11 +493,12 @@ PyObject* configure(PyObject* module, PyObject* args) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "configure: the table's buffers and kept are dicts");
     return nullptr;
   }
-  auto all = [](const Config& c) -> std::array<PyObject*, 8> {
-    return {c.opening, c.modes, c.thread_mode, c.start, c.end, c.binder, c.nowhere, c.module};
+  auto all = [](const Config& c) -> std::array<PyObject*, 7> {
+    return {c.modes, c.thread_mode, c.start, c.end, c.binder, c.nowhere, c.module};
   };
   for (PyObject* o : all(next)) Py_INCREF(o);  // buffers and kept: held already
   std::swap(config, next);
+  ++generation;  // each thread finds its mode again
   for (PyObject* o : all(next)) Py_XDECREF(o);
   Py_XDECREF(next.buffers);
   Py_XDECREF(next.kept);
@@ -467,35 +516,33 @@ struct BoundObject {
   PyObject* frames;  // the list the frame is in; null when it was begun by ``config.start``
 };
 
-int add_depth(long delta) {
-  PyObject* depth = PyObject_GetAttr(config.opening, s_depth);
-  if (depth == nullptr) return -1;
-  long value = PyLong_AsLong(depth);
-  Py_DECREF(depth);
-  if (value == -1 && PyErr_Occurred()) return -1;
-  PyObject* next = PyLong_FromLong(value + delta);
-  if (next == nullptr) return -1;
-  int failed = PyObject_SetAttr(config.opening, s_depth, next);
-  Py_DECREF(next);
-  return failed;
+// This thread's mode and frames (borrowed); -1 with an error set.
+int find_thread_mode(PyObject** mode, PyObject** frames) {
+  ThreadMode& held = thread_mode;
+  if (held.generation != generation) {
+    PyObject* found = PyObject_CallNoArgs(config.thread_mode);
+    if (found == nullptr) return -1;
+    PyObject* list = PyObject_GetAttr(found, s_frames);
+    if (list == nullptr || !PyList_Check(list)) {
+      Py_DECREF(found);
+      Py_XDECREF(list);
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
+      return -1;
+    }
+    Py_XSETREF(held.mode, found);
+    Py_XSETREF(held.frames, list);
+    held.generation = generation;
+  }
+  *mode = held.mode;
+  *frames = held.frames;
+  return 0;
 }
 
 // The frame of this context on the thread's frames: through the hook (the thread's outermost
 // frame, or one inside frames bound through it), else begun by ``config.start``.
 int open_bound_frame(BoundObject* self) {
-  PyObject* mode = PyObject_GetAttr(config.modes, s_mode);
-  if (mode == Py_None) {
-    Py_DECREF(mode);
-    mode = PyObject_CallNoArgs(config.thread_mode);
-  }
-  if (mode == nullptr) return -1;
-  PyObject* frames = PyObject_GetAttr(mode, s_frames);
-  if (frames == nullptr || !PyList_Check(frames)) {
-    Py_DECREF(mode);
-    Py_XDECREF(frames);
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
-    return -1;
-  }
+  PyObject *mode, *frames;
+  if (find_thread_mode(&mode, &frames) < 0) return -1;
   bool hooked = true;
   if (PyList_GET_SIZE(frames) == 0) {
     hooked = PyObject_SetAttr(mode, s_native, config.module) == 0;
@@ -505,31 +552,22 @@ int open_bound_frame(BoundObject* self) {
     else if (native != config.module) hooked = false;
     Py_XDECREF(native);
   }
-  Py_DECREF(mode);
-  if (PyErr_Occurred()) {
-    Py_DECREF(frames);
-    return -1;
-  }
+  if (PyErr_Occurred()) return -1;
   if (!hooked) {  // inside frames bound through the function mode: so is this one
-    Py_DECREF(frames);
     self->frame = PyObject_CallOneArg(config.start, self->group);
     return self->frame == nullptr ? -1 : 0;
   }
   PyObject* mark = PyLong_FromSize_t(opened.size());
-  if (mark == nullptr) {
-    Py_DECREF(frames);
-    return -1;
-  }
+  if (mark == nullptr) return -1;
   PyObject* frame = PyTuple_Pack(4, self->group, Py_None, config.nowhere, mark);
   Py_DECREF(mark);
   if (frame == nullptr || PyList_Append(frames, frame) < 0) {
     Py_XDECREF(frame);
-    Py_DECREF(frames);
     return -1;
   }
   ++open_contexts;
   self->frame = frame;
-  self->frames = frames;
+  self->frames = Py_NewRef(frames);
   return 0;
 }
 
@@ -543,19 +581,11 @@ PyObject* bound_enter(PyObject* op, PyObject*) {
     PyErr_SetString(PyExc_RuntimeError, "this binding context is entered already");
     return nullptr;
   }
-  if (add_depth(1) < 0) return nullptr;
+  long& entering = thread_counts[kEntering];  // ``_state.OPENING.depth``: a pool context inside asks
+  ++entering;
   PyObject* entered = PyObject_CallMethodNoArgs(self->inner, s_enter);
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);  // the count goes back whatever the inner context did
-  int restored = add_depth(-1);
-  if (type != nullptr) {
-    if (restored < 0) PyErr_Clear();
-    PyErr_Restore(type, value, traceback);
-  }
-  if (entered == nullptr || restored < 0) {
-    Py_XDECREF(entered);
-    return nullptr;
-  }
+  if (entering > 0) --entering;  // never below 0, as the count's setter (``thread_counts.cpp``)
+  if (entered == nullptr) return nullptr;
   if (open_bound_frame(self) < 0) {
     Py_DECREF(entered);
     return nullptr;
@@ -564,6 +594,10 @@ PyObject* bound_enter(PyObject* op, PyObject*) {
 }
 
 PyObject* bound_exit(PyObject* op, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "__exit__(type, value, traceback)");
+    return nullptr;
+  }
   BoundObject* self = reinterpret_cast<BoundObject*>(op);
   PyObject* frame = self->frame;
   if (frame != nullptr) {
@@ -587,11 +621,19 @@ PyObject* bound_exit(PyObject* op, PyObject* const* args, Py_ssize_t nargs) {
     if (done == nullptr) return nullptr;
     Py_DECREF(done);
   }
-  PyObject* exit = PyObject_GetAttr(self->inner, s_exit);
-  if (exit == nullptr) return nullptr;
-  PyObject* result = PyObject_Vectorcall(exit, args, nargs, nullptr);
-  Py_DECREF(exit);
+  PyObject* inner = Py_NewRef(self->inner);  // the call below may drop the last other reference
+  PyObject* call[] = {inner, args[0], args[1], args[2]};  // the method called with no bound method made
+  PyObject* result = PyObject_VectorcallMethod(s_exit, call, 4, nullptr);
+  Py_DECREF(inner);
   return result;
+}
+
+PyObject* new_bound(PyTypeObject* type, PyObject* inner, PyObject* group) {
+  BoundObject* self = reinterpret_cast<BoundObject*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->inner = Py_NewRef(inner);
+  self->group = Py_NewRef(group);
+  return reinterpret_cast<PyObject*>(self);
 }
 
 PyObject* bound_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -600,36 +642,19 @@ PyObject* bound_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Bound(inner, group) takes no keyword arguments");
     return nullptr;
   }
-  BoundObject* self = reinterpret_cast<BoundObject*>(type->tp_alloc(type, 0));
-  if (self == nullptr) return nullptr;
-  self->inner = Py_NewRef(inner);
-  self->group = Py_NewRef(group);
-  return reinterpret_cast<PyObject*>(self);
+  return new_bound(type, inner, group);
 }
 
-int bound_traverse(PyObject* op, visitproc visit, void* arg) {
+// Not tracked by the garbage collector (a ``Bound`` is made at every context, and each tracked
+// object made counts towards the next collection): it holds the engine's manager, a group and
+// its own frame, none of which refers back to it.
+void bound_dealloc(PyObject* op) {
   BoundObject* self = reinterpret_cast<BoundObject*>(op);
-  Py_VISIT(Py_TYPE(op));
-  Py_VISIT(self->inner);
-  Py_VISIT(self->group);
-  Py_VISIT(self->frame);
-  Py_VISIT(self->frames);
-  return 0;
-}
-
-int bound_clear(PyObject* op) {
-  BoundObject* self = reinterpret_cast<BoundObject*>(op);
+  PyTypeObject* type = Py_TYPE(op);
   Py_CLEAR(self->inner);
   Py_CLEAR(self->group);
   Py_CLEAR(self->frame);
   Py_CLEAR(self->frames);
-  return 0;
-}
-
-void bound_dealloc(PyObject* op) {
-  PyTypeObject* type = Py_TYPE(op);
-  PyObject_GC_UnTrack(op);
-  bound_clear(op);
   type->tp_free(op);
   Py_DECREF(type);
 }
@@ -652,14 +677,13 @@ PyType_Slot bound_slots[] = {
     {Py_tp_doc, const_cast<char*>("A profile context's manager, binding its body through the allocation hook.")},
     {Py_tp_new, reinterpret_cast<void*>(bound_new)},
     {Py_tp_dealloc, reinterpret_cast<void*>(bound_dealloc)},
-    {Py_tp_traverse, reinterpret_cast<void*>(bound_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(bound_clear)},
     {Py_tp_getattro, reinterpret_cast<void*>(bound_getattro)},
     {Py_tp_methods, bound_methods},
     {0, nullptr}};
 
 PyType_Spec bound_spec = {"commgroup_lint_allocator_hook.Bound", sizeof(BoundObject), 0,
-                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, bound_slots};
+                          Py_TPFLAGS_DEFAULT, bound_slots};
+PyObject* bound_type = nullptr;  // the type made from it (the module holds it)
 
 uint64_t serial_at(uint64_t addr) {
   if (!entry_count.load(std::memory_order_relaxed)) return 0;
@@ -681,25 +705,33 @@ PyMethodDef per_context[] = {
      "exit_frame(frames, index, binder, with_frame): the frame closes; new blocks go to binder."},
     {"serial", block_serial, METH_O, "The serial number of the context's block at an address, or 0."},
     {"configure", configure, METH_VARARGS,
-     "configure(opening, modes, thread_mode, start, end, binder, nowhere, table): what Bound needs of the shim."},
+     "configure(modes, thread_mode, start, end, binder, nowhere, table): what Bound needs of the shim."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
 uint64_t block_serial_at(uint64_t addr) { return serial_at(addr); }  // for collective_check.cpp
 
+// For context_entry.cpp: ``Bound(inner, group)`` made directly when ``type`` is ``Bound`` (no
+// arguments to pack and parse), else ``type(inner, group)``.
+PyObject* make_manager(PyObject* type, PyObject* inner, PyObject* group) {
+  if (type == bound_type) return new_bound(reinterpret_cast<PyTypeObject*>(type), inner, group);
+  return PyObject_CallFunctionObjArgs(type, inner, group, nullptr);
+}
+
 int add_collective_check(PyObject* module);  // collective_check.cpp
 int add_context_entry(PyObject* module);     // context_entry.cpp
+int add_thread_counts(PyObject* module);     // thread_counts.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "commgroup-lint's allocation hook: CUDA blocks allocated inside binding contexts";
   m.def("attach", &attach);
   m.def("in_use", &cuda_in_use);
   if (PyModule_AddFunctions(m.ptr(), per_context) < 0 || add_collective_check(m.ptr()) < 0 ||
-      add_context_entry(m.ptr()) < 0) {
+      add_context_entry(m.ptr()) < 0 || add_thread_counts(m.ptr()) < 0) {
     throw pybind11::error_already_set();
   }
-  for (auto [name, slot] : {std::pair{"depth", &s_depth}, {"mode", &s_mode}, {"frames", &s_frames},
+  for (auto [name, slot] : {std::pair{"mode", &s_mode}, {"frames", &s_frames},
                             {"native", &s_native}, {"__enter__", &s_enter}, {"__exit__", &s_exit},
                             {"serial", &s_serial}}) {
     *slot = PyUnicode_InternFromString(name);
@@ -707,4 +739,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }
   PyObject* bound = PyType_FromSpec(&bound_spec);
   if (bound == nullptr || PyModule_AddObject(m.ptr(), "Bound", bound) < 0) throw pybind11::error_already_set();
+  bound_type = bound;
 }

@@ -30,6 +30,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "thread_counts.h"
+
 uint64_t block_serial_at(uint64_t addr);  // allocator_hook.cpp: the block's serial number, or 0
 
 namespace {
@@ -72,7 +74,6 @@ constexpr size_t kMaxPasses = 1 << 16;  // then the cache starts again
 // What the check reads of the shim's Python, given once by ``configure_checks``.
 struct Sources {
   PyObject* active = nullptr;      // _state.Active: ``shim``, the installed shim or None
-  PyObject* tls = nullptr;         // _state.TLS: ``depth``, checked collectives running on the thread
   PyObject* table = nullptr;       // _table.TABLE: ``version`` (changes beside the records themselves)
   PyObject* buffers = nullptr;     // _table.TABLE.buffers: storage start -> record
   PyObject* as_group = nullptr;    // _groups.as_process_group
@@ -81,7 +82,7 @@ struct Sources {
   PyObject* has_torch_function = nullptr;  // torch.overrides.has_torch_function
 } sources;
 
-PyObject *s_shim, *s_depth, *s_version, *s_flag, *s_serial, *s_buffers;
+PyObject *s_shim, *s_version, *s_flag, *s_serial, *s_buffers;
 
 // The passes found under one shim (held) at one version of the table, with their basis; the
 // groups they name, held so that no other group is made at the same address while they live.
@@ -154,14 +155,6 @@ long long table_version() {
   return version;
 }
 
-int set_depth(long depth) {
-  PyObject* v = PyLong_FromLong(depth);
-  if (v == nullptr) return -1;
-  int failed = PyObject_SetAttr(sources.tls, s_depth, v);
-  Py_DECREF(v);
-  return failed;
-}
-
 // The group argument as ``_check.checked`` reads it: ``spec`` is (position, keyword, group_attr,
 // traced). A new reference, or null with an error set.
 PyObject* group_argument(PyObject* spec, PyObject* args, PyObject* kwargs) {
@@ -219,20 +212,12 @@ int all_known(PyObject* args, PyObject* kwargs, PyObject* group) {
   return 1;
 }
 
-// ``func(*args, **kwargs)`` with the thread's depth at 1 (it was 0), restored whatever happens.
+// ``func(*args, **kwargs)`` counted as a checked collective running on the thread (``_state.TLS``).
 PyObject* call_checked(PyObject* func, PyObject* args, PyObject* kwargs) {
-  if (set_depth(1) < 0) return nullptr;
+  long& checking = thread_counts[kChecking];
+  ++checking;
   PyObject* result = PyObject_Call(func, args, kwargs);
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  if (set_depth(0) < 0) {
-    if (type == nullptr) {
-      Py_XDECREF(result);
-      return nullptr;
-    }
-    PyErr_Clear();
-  }
-  PyErr_Restore(type, value, traceback);
+  if (checking > 0) --checking;  // never below 0, as the count's setter (``thread_counts.cpp``)
   return result;
 }
 
@@ -282,11 +267,7 @@ int to_check(PyObject** shim_out = nullptr) {
   Py_DECREF(shim);  // the class holds it; only its identity is read
   if (shim_out != nullptr) *shim_out = shim;
   if (shim == Py_None) return 0;
-  PyObject* depth = PyObject_GetAttr(sources.tls, s_depth);
-  if (depth == nullptr) return -1;
-  int nested = PyObject_IsTrue(depth);
-  Py_DECREF(depth);
-  return nested < 0 ? -1 : !nested;
+  return thread_counts[kChecking] == 0;
 }
 
 // ``check(func, slow, spec, args, kwargs)``: the hooked collective's call (see the top).
@@ -422,15 +403,15 @@ PyObject* remember(PyObject*, PyObject* const* a, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
-// ``configure_checks(active, tls, table, as_process_group, group_type, compiler, has_torch_function)``.
+// ``configure_checks(active, table, as_process_group, group_type, compiler, has_torch_function)``.
 PyObject* configure_checks(PyObject*, PyObject* args) {
   Sources next;
-  if (!PyArg_UnpackTuple(args, "configure_checks", 7, 7, &next.active, &next.tls, &next.table, &next.as_group,
-                         &next.group_type, &next.compiler, &next.has_torch_function)) {
+  if (!PyArg_UnpackTuple(args, "configure_checks", 6, 6, &next.active, &next.table, &next.as_group, &next.group_type,
+                         &next.compiler, &next.has_torch_function)) {
     return nullptr;
   }
-  auto all = [](const Sources& s) -> std::array<PyObject*, 8> {
-    return {s.active, s.tls, s.table, s.buffers, s.as_group, s.group_type, s.compiler, s.has_torch_function};
+  auto all = [](const Sources& s) -> std::array<PyObject*, 7> {
+    return {s.active, s.table, s.buffers, s.as_group, s.group_type, s.compiler, s.has_torch_function};
   };
   next.buffers = PyObject_GetAttr(next.table, s_buffers);
   if (next.buffers == nullptr) return nullptr;
@@ -461,14 +442,14 @@ PyMethodDef functions[] = {
     {"set_handle", set_handle, METH_VARARGS,
      "set_handle(handled, python_handle): the checks handle_torch_function hands collectives to."},
     {"configure_checks", configure_checks, METH_VARARGS,
-     "configure_checks(active, tls, table, as_process_group, group_type, compiler, has_torch_function)."},
+     "configure_checks(active, table, as_process_group, group_type, compiler, has_torch_function)."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
 // Adds the functions above to the extension's module; -1 with an error set on failure.
 int add_collective_check(PyObject* module) {
-  for (auto [name, slot] : {std::pair{"shim", &s_shim}, {"depth", &s_depth}, {"version", &s_version},
+  for (auto [name, slot] : {std::pair{"shim", &s_shim}, {"version", &s_version},
                             {"_is_compiling_flag", &s_flag}, {"serial", &s_serial},
                             {"buffers", &s_buffers}}) {
     *slot = PyUnicode_InternFromString(name);

@@ -19,13 +19,17 @@
 #include <array>
 #include <utility>
 
+#include "thread_counts.h"
+
+// allocator_hook.cpp: ``Bound(inner, group)`` made directly when ``type`` is ``Bound``, else ``type(inner, group)``
+PyObject* make_manager(PyObject* type, PyObject* inner, PyObject* group);
+
 namespace {
 
 // What the entries read of the shim's Python, given once by ``configure_contexts``.
 struct Sources {
   PyObject* active = nullptr;          // _state.Active: ``shim``
   PyObject* hook_state = nullptr;      // _allocator_hook.HookState: ``context``, the manager type
-  PyObject* opening = nullptr;         // _state.OPENING: ``depth``, contexts naming a group being entered
   PyObject* binds_body = nullptr;      // _targets._binds_body(type): the manager can bind its body
   PyObject* lists_segments = nullptr;  // _targets._lists_segments(type): a pool lists its segments
   PyObject* holder = nullptr;          // _groups._HOLDER: wrapper type -> attribute holding its group
@@ -34,7 +38,37 @@ struct Sources {
   PyObject* compiler = nullptr;        // torch.compiler: ``_is_compiling_flag``
 } sources;
 
-PyObject *s_shim, *s_context, *s_depth, *s_flag;
+PyObject *s_shim, *s_context, *s_flag;
+
+// ``call(arg)`` is true: 1, 0, or -1 with an error set.
+int call_true(PyObject* call, PyObject* arg) {
+  PyObject* result = PyObject_CallOneArg(call, arg);
+  if (result == nullptr) return -1;
+  int truth = PyObject_IsTrue(result);
+  Py_DECREF(result);
+  return truth;
+}
+
+// A question on types (``_targets._binds_body``, ``_lists_segments``) with its last type and answer
+// kept: nearly every context of a program asks of one type, and the question's cache would make
+// a key and look it up each time.
+struct TypeMemo {
+  PyObject* type = nullptr;
+  int answer = 0;
+
+  // ``question(type)``: 1, 0, or -1 with an error set.
+  int ask(PyObject* question, PyObject* t) {
+    if (t == type) return answer;
+    int truth = call_true(question, t);
+    if (truth >= 0) {
+      Py_XSETREF(type, Py_NewRef(t));
+      answer = truth;
+    }
+    return truth;
+  }
+};
+
+TypeMemo binds_memo, lists_memo;
 
 bool configured() {
   if (sources.active != nullptr) return true;
@@ -52,15 +86,6 @@ PyObject* argument(PyObject* args, PyObject* kwargs, PyObject* name, PyObject* a
   Py_ssize_t i = PyLong_AsSsize_t(at);
   if (i == -1 && PyErr_Occurred()) return nullptr;
   return i >= 0 && i < PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, i) : nullptr;
-}
-
-// ``call(arg)`` is true: 1, 0, or -1 with an error set.
-int call_true(PyObject* call, PyObject* arg) {
-  PyObject* result = PyObject_CallOneArg(call, arg);
-  if (result == nullptr) return -1;
-  int truth = PyObject_IsTrue(result);
-  Py_DECREF(result);
-  return truth;
 }
 
 int compiling() {
@@ -114,7 +139,7 @@ int bind_group(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, P
 // :func:`bind_group` once the manager's type (``HookState.context``) is known.
 int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs,
               PyObject** out) {
-  int binds = call_true(sources.binds_body, reinterpret_cast<PyObject*>(Py_TYPE(cm)));
+  int binds = binds_memo.ask(sources.binds_body, reinterpret_cast<PyObject*>(Py_TYPE(cm)));
   if (binds <= 0) {
     *out = Py_NewRef(cm);
     return binds < 0 ? -1 : 1;
@@ -135,7 +160,7 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* ar
   if (group == nullptr) return PyErr_Occurred() ? -1 : 0;  // left out: the default group, in Python
   PyObject* pg = known_group(group);
   if (pg == nullptr) return PyErr_Occurred() ? -1 : 0;
-  *out = PyObject_CallFunctionObjArgs(manager_type, cm, pg, nullptr);
+  *out = make_manager(manager_type, cm, pg);
   Py_DECREF(pg);
   return *out == nullptr ? -1 : 1;
 }
@@ -146,13 +171,8 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* ar
 int inside_group_context(PyObject* spec, PyObject* args, PyObject* kwargs) {
   PyObject* pool = argument(args, kwargs, PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
   if (pool == nullptr) return PyErr_Occurred() ? -1 : 0;
-  PyObject* depth = PyObject_GetAttr(sources.opening, s_depth);
-  if (depth == nullptr) return -1;
-  long opening = PyLong_AsLong(depth);
-  Py_DECREF(depth);
-  if (opening == -1 && PyErr_Occurred()) return -1;
-  if (opening <= 0) return 0;
-  return call_true(sources.lists_segments, reinterpret_cast<PyObject*>(Py_TYPE(pool)));
+  if (thread_counts[kEntering] <= 0) return 0;  // ``_state.OPENING.depth``
+  return lists_memo.ask(sources.lists_segments, reinterpret_cast<PyObject*>(Py_TYPE(pool)));
 }
 
 using Decide = int (*)(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out);
@@ -205,25 +225,25 @@ PyObject* pool_context(PyObject*, PyObject* const* a, Py_ssize_t n) {
   return enter(a, n, pool_decide, "pool_context(func, rest, spec: 2-tuple, args: tuple, kwargs: dict | None)");
 }
 
-// ``configure_contexts(active, hook_state, opening, binds_body, lists_segments, holder, labels,
-// group_type, compiler)``.
+// ``configure_contexts(active, hook_state, binds_body, lists_segments, holder, labels, group_type,
+// compiler)``.
 PyObject* configure_contexts(PyObject*, PyObject* args) {
   Sources next;
-  if (!PyArg_UnpackTuple(args, "configure_contexts", 9, 9, &next.active, &next.hook_state, &next.opening,
-                         &next.binds_body, &next.lists_segments, &next.holder, &next.labels, &next.group_type,
-                         &next.compiler)) {
+  if (!PyArg_UnpackTuple(args, "configure_contexts", 8, 8, &next.active, &next.hook_state, &next.binds_body,
+                         &next.lists_segments, &next.holder, &next.labels, &next.group_type, &next.compiler)) {
     return nullptr;
   }
   if (!PyDict_Check(next.holder) || !PyDict_Check(next.labels)) {
     PyErr_SetString(PyExc_TypeError, "configure_contexts: holder and labels are dicts");
     return nullptr;
   }
-  auto all = [](const Sources& s) -> std::array<PyObject*, 9> {
-    return {s.active, s.hook_state, s.opening, s.binds_body, s.lists_segments, s.holder, s.labels, s.group_type,
-            s.compiler};
+  auto all = [](const Sources& s) -> std::array<PyObject*, 8> {
+    return {s.active, s.hook_state, s.binds_body, s.lists_segments, s.holder, s.labels, s.group_type, s.compiler};
   };
   for (PyObject* o : all(next)) Py_INCREF(o);
   std::swap(sources, next);
+  Py_CLEAR(binds_memo.type);  // other questions: nothing asked yet
+  Py_CLEAR(lists_memo.type);
   for (PyObject* o : all(next)) Py_XDECREF(o);
   Py_RETURN_NONE;
 }
@@ -234,15 +254,15 @@ PyMethodDef functions[] = {
     {"pool_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(pool_context)), METH_FASTCALL,
      "pool_context(func, rest, spec, args, kwargs): a pool context's call, returned as it is when inside."},
     {"configure_contexts", configure_contexts, METH_VARARGS,
-     "configure_contexts(active, hook_state, opening, binds_body, lists_segments, holder, labels, group_type, "
-     "compiler): what the entries read."},
+     "configure_contexts(active, hook_state, binds_body, lists_segments, holder, labels, group_type, compiler): "
+     "what the entries read."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
 // Adds the functions above to the extension's module; -1 with an error set on failure.
 int add_context_entry(PyObject* module) {
-  for (auto [name, slot] : {std::pair{"shim", &s_shim}, {"context", &s_context}, {"depth", &s_depth},
+  for (auto [name, slot] : {std::pair{"shim", &s_shim}, {"context", &s_context},
                             {"_is_compiling_flag", &s_flag}}) {
     *slot = PyUnicode_InternFromString(name);
     if (*slot == nullptr) return -1;

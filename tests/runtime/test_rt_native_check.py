@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import sys
 import textwrap
+import threading
 import types
 from pathlib import Path
 
@@ -20,9 +21,9 @@ import torch.distributed as dist  # noqa: E402
 
 from commgroup_lint import runtime  # noqa: E402
 from commgroup_lint.runtime import _allocator_hook, _binding, _knowledge, _shim, _targets  # noqa: E402
-from commgroup_lint.runtime._state import OPENING  # noqa: E402
 from commgroup_lint.runtime._table import TABLE  # noqa: E402
 from commgroup_lint.runtime._native import Native  # noqa: E402
+from commgroup_lint.runtime._state import TLS, keep_counts_in  # noqa: E402
 from native_build import build, compiler  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -59,6 +60,23 @@ ENGINE = textwrap.dedent(
         return Symmetric(group)
 
 
+    POOL = Pool()
+
+
+    class SymmetricOverPool(Symmetric):  # enters a pool context inside, as the engines' contexts do
+        def __enter__(self):
+            self.pool_context = use_pool(POOL)
+            self.pool_context.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.pool_context.__exit__(*exc)
+
+
+    def symmetric_over_pool(group):
+        return SymmetricOverPool(group)
+
+
     class Coordinator:
         def __init__(self, group):
             self.device_group = group
@@ -78,6 +96,10 @@ CONFIG = textwrap.dedent(
     index = 0
     disabled = "disabled"
 
+    [tool.commgroup-lint.extend-profile.contexts."cglnative.symmetric_over_pool"]
+    param = "group"
+    index = 0
+
     [tool.commgroup-lint.extend-profile.pool_contexts."cglnative.use_pool"]
     param = "pool"
     index = 0
@@ -90,11 +112,13 @@ def native(tmp_path_factory):
     if compiler() is None:
         pytest.skip("no C++ compiler to build the extension with")
     module = build(tmp_path_factory.mktemp("native"))
+    keep_counts_in(module)
     assert _binding.use_fast_paths(module)
     yield module
     for name in ("check", "remember", "has_torch_function", "handle_torch_function", "set_handle", "group_context",
                  "pool_context"):
         setattr(Native, name, None)
+    keep_counts_in(None)
 
 
 @pytest.fixture
@@ -176,6 +200,34 @@ def test_a_pass_found_in_python_is_decided_in_c_from_then_on(groups, passes_foun
         assert _found(shim) == []
     assert len(passes_found) == 1  # the first call; the other eleven were decided in C
     assert torch.equal(buf, torch.ones(64))  # one rank: the all-reduces leave it as it was
+
+
+def test_the_threads_counts_are_kept_in_c(groups, native, passes_found, engine, monkeypatch) -> None:
+    """``TLS.depth`` is the extension's count: a collective checked in Python or in C counts as
+    running in both; each thread has its own count, never below 0, carried over when moved."""
+    a, _ = groups
+    seen = []
+    monkeypatch.setattr(engine, "dist", types.SimpleNamespace(all_reduce=lambda t, group: seen.append(TLS.depth)))
+    with runtime.enforce("report"):
+        with runtime.simulated_symmetric_memory(a):
+            buf = torch.ones(64)
+        coordinator = engine.Coordinator(a)
+        coordinator.all_reduce(buf)  # judged in Python
+        coordinator.all_reduce(buf)  # decided in C
+    assert seen == [1, 1] and len(passes_found) == 1 and TLS.depth == 0
+    other = []
+    thread = threading.Thread(target=lambda: other.append(TLS.depth))
+    TLS.depth = 2
+    try:
+        thread.start()
+        thread.join()
+        keep_counts_in(None)
+        assert TLS.depth == 2 and other == [0]
+    finally:
+        keep_counts_in(native)
+    assert TLS.depth == 2  # carried over into C
+    TLS.depth -= 5
+    assert TLS.depth == 0
 
 
 def test_a_failing_call_reaches_python_every_time(groups, passes_found) -> None:
@@ -285,20 +337,6 @@ def test_a_profile_context_naming_a_group_is_entered_in_c(groups, native, engine
     assert len(entered) == 1  # the first wrapper: its type learnt in Python
 
 
-def test_a_pool_context_inside_a_group_context_is_returned_as_it_is(native, engine, monkeypatch) -> None:
-    """While a context naming a group is being entered, a pool context over a pool that lists
-    its segments gets no binding of its own (decided in C); alone, it binds (in Python)."""
-    pool = engine.Pool()
-    with runtime.enforce("report"), _entered_through_python() as entered:
-        monkeypatch.setattr(OPENING, "depth", 1)
-        inside = engine.use_pool(pool)
-        monkeypatch.setattr(OPENING, "depth", 0)
-        alone = engine.use_pool(pool)
-    assert type(inside).__name__ == "_GeneratorContextManager"
-    assert type(alone).__name__ == "_BoundContext"
-    assert len(entered) == 1
-
-
 @pytest.fixture
 def hooked(native, monkeypatch):
     """The built extension as the process's allocation hook, its allocator played by the test:
@@ -321,6 +359,25 @@ def hooked(native, monkeypatch):
         bindings=bindings)
     TABLE.buffers.clear()
     TABLE.kept.clear()
+
+
+def test_a_pool_context_inside_a_group_context_is_returned_as_it_is(groups, hooked, engine) -> None:
+    """While a context naming a group is being entered (by the extension's manager or the
+    shim's: both count in C), a pool context over a pool that lists its segments gets no
+    binding of its own, decided in C; alone, it binds (in Python)."""
+    a, _ = groups
+    with runtime.enforce("report"), _entered_through_python() as entered:
+        with engine.symmetric_over_pool(a) as in_c:
+            pass
+        binds = _targets._Binds(lambda args, kwargs: a, start=lambda target: None, end=lambda frame: None)
+        with _targets._BoundContext(engine.SymmetricOverPool(a), binds, a) as in_python:  # it counts in OPENING
+            pass
+        alone = engine.use_pool(engine.POOL)
+    assert type(in_c).__name__ == "SymmetricOverPool"
+    assert type(in_c.pool_context).__name__ == "_GeneratorContextManager"
+    assert type(in_python.pool_context).__name__ == "_GeneratorContextManager"
+    assert type(alone).__name__ == "_BoundContext"
+    assert len(entered) == 1  # the one alone
 
 
 def _handed_out(t, group, engine, hooked) -> None:
