@@ -12,6 +12,12 @@ is a plain ``torch.cuda.MemPool()``, registered with the group as before.
 Prints, per size: the step time and its host time, plain and in warn mode (medians of paired
 rounds), Python calls per step, and cProfile's time per function per step for both.
 
+``--steady SECONDS`` instead runs the first size's step for that long (under the whole shim, or
+plain with ``--plain``) for a sampling profiler, whose samples ``shim_samples.py`` splits:
+
+    py-spy record --native --gil -r 40 -f raw -o shim.txt -- python benchmarks/runtime_profile.py --steady 40
+    python benchmarks/shim_samples.py shim.txt
+
 ``--parts`` instead splits the shim's cost on the step: the shim in part (the whole shim
 without the allocation hook's C fast paths, every collective checked and every context entered
 in Python; only the collective checks, torch's and the coordinator's; only the contexts; the
@@ -245,12 +251,28 @@ def _parts(run, sync, rounds: int, steps: int = 10) -> None:
         print(f"{name:30} {extra * 1e6:+7.1f} us ({extra / plain * 100:+.1f}%)")
 
 
+def _steady(run, sync, seconds: float, config) -> None:
+    """The step, over and over for ``seconds``, then the steps made and their time."""
+    with config():
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for _ in range(20):
+                run()
+            sync()
+            steps += 20
+        elapsed = time.perf_counter() - start
+    print(f"{steps} steps, {elapsed / steps * 1e3:.3f} ms a step")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="64x7168,1024x2048", help="local tokens x hidden, comma-separated")
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds of 20 steps")
     parser.add_argument("--top", type=int, default=20, help="functions listed per cProfile table")
     parser.add_argument("--parts", action="store_true", help="split the shim's cost into its parts instead")
+    parser.add_argument("--steady", type=float, metavar="SECONDS",
+                        help="run the first size's step that long instead, for a sampling profiler")
+    parser.add_argument("--plain", action="store_true", help="with --steady: without the shim")
     ns = parser.parse_args()
 
     import torch
@@ -284,6 +306,9 @@ def main() -> None:
         run = functools.partial(layer, torch.randn(local_len, hidden, device="cuda", dtype=torch.bfloat16))
         for _ in range(10):
             run()
+        if ns.steady:
+            _steady(run, sync, ns.steady, plain if ns.plain else shim)
+            break
         print(f"\n== smoke step {size}")
         if ns.parts:
             _parts(run, sync, ns.rounds * 4)
