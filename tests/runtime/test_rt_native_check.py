@@ -353,10 +353,20 @@ def hooked(native, monkeypatch):
     monkeypatch.setattr(TABLE, "block_serial", native.serial)
     native.attach(True)
     _binding._configure(native)
-    yield types.SimpleNamespace(
-        allocate=lambda t: event(1, t.data_ptr(), t.untyped_storage().nbytes()),
-        free=lambda t: event(0, t.data_ptr(), t.untyped_storage().nbytes()),
-        bindings=bindings)
+    blocks = set()
+
+    def allocate(t):
+        block = (t.data_ptr(), t.untyped_storage().nbytes())
+        blocks.add(block)
+        event(1, *block)
+
+    yield types.SimpleNamespace(allocate=allocate, free=lambda t: event(0, t.data_ptr(), t.untyped_storage().nbytes()),
+                                bindings=bindings)
+    # The hook keeps a block's records under its keys, and the table is cleared below: each block
+    # is handed out once more outside any context, where the hook forgets it, so that the next
+    # test's tensor at the same address (and the same helper's stack) is a new block.
+    for block in blocks:
+        event(1, *block)
     TABLE.buffers.clear()
     TABLE.kept.clear()
 
