@@ -222,7 +222,7 @@ def _configure(native: Any) -> None:
     of this module, and profile contexts return it from then on. Where torch.compile can be
     told to trace them as plain calls, its fast paths are used too (``_native``): collectives
     known to pass and the usual profile contexts are decided in C."""
-    keep_counts_in(native)  # read by the extension's context type and fast paths
+    keep_counts_in(native)  # the extension's context type counts in C, fast paths or not
     native.configure(_MODES, _thread_mode, start_binding, end_binding, _bind_collected, _NOWHERE, TABLE)
     HookState.context = native.Bound
     use_fast_paths(native)
@@ -232,10 +232,11 @@ def use_fast_paths(native: Any) -> bool:
     """Decide collectives known to pass and the usual profile contexts in ``native`` from now
     on, where torch.compile can be told to trace them as plain calls (torch 2.5 and newer) and
     the GIL guards their caches (not a free-threaded CPython running without it). They read the
-    thread's counts in C: ``native`` keeps them (``_state.keep_counts_in``)."""
+    thread's counts in C, so ``native`` keeps them from then on (``_state.keep_counts_in``)."""
     gil = getattr(sys, "_is_gil_enabled", None)
     if not hasattr(torch.compiler, "substitute_in_graph") or gil is not None and not gil():
         return False
+    keep_counts_in(native)
     _check.use_native(native)
     _collectives.use_native(native)
     _targets.use_native(native)

@@ -30,9 +30,12 @@ OPENING = _Opening()
 
 def keep_counts_in(native: Any) -> None:
     """Keep ``TLS.depth`` and ``OPENING.depth`` in ``native``'s per-thread counts from now on
-    (its ``ThreadCount`` descriptors set on their classes), or, with None, in the
-    ``threading.local`` again; this thread's counts carry over."""
+    (its ``ThreadCount`` descriptors set on their classes; kept there already, nothing
+    changes), this thread's counts carried over. With None (tests), in the ``threading.local``
+    again: another thread's counts are then those it had when they moved to C."""
     for holder, index in ((TLS, "CHECKING"), (OPENING, "ENTERING")):
+        if native is not None and isinstance(vars(type(holder)).get("depth"), native.ThreadCount):
+            continue
         now = holder.depth
         type(holder).depth = 0 if native is None else native.ThreadCount(getattr(native, index))
         holder.depth = now

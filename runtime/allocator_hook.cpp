@@ -204,9 +204,10 @@ int line_of(PyFrameObject* f, PyCodeObject* code) {
   CodeAt at{reinterpret_cast<uintptr_t>(code), offset};
   auto found = lines.find(at);
   if (found != lines.end()) return found->second;
-  if (lines.size() >= kMaxLines) {
-    for (auto& [held, line] : lines) Py_DECREF(reinterpret_cast<PyObject*>(held.code));
-    lines.clear();
+  if (lines.size() >= kMaxLines) {  // released after the swap: a code's release may run Python
+    std::unordered_map<CodeAt, int, CodeAtHash> dropped;
+    dropped.swap(lines);
+    for (auto& [held, line] : dropped) Py_DECREF(reinterpret_cast<PyObject*>(held.code));
   }
   int line = PyFrame_GetLineNumber(f);
   Py_INCREF(code);
@@ -465,17 +466,6 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject *s_mode, *s_frames, *s_native, *s_enter, *s_exit;
 
-// This thread's binding mode and its frames (``_binding._thread_mode()``), held once found: a
-// thread keeps its one mode, and finding it is a ``threading.local`` lookup, at every context.
-// Found again after ``configure``. Held until the process ends (one small object a thread).
-struct ThreadMode {
-  PyObject* mode = nullptr;
-  PyObject* frames = nullptr;
-  uint64_t generation = 0;
-};
-thread_local ThreadMode thread_mode;
-uint64_t generation = 1;  // of ``configure``
-
 // ``configure(modes, thread_mode, start, end, binder, nowhere, table)``.
 PyObject* configure(PyObject* module, PyObject* args) {
   Config next;
@@ -498,7 +488,6 @@ PyObject* configure(PyObject* module, PyObject* args) {
   };
   for (PyObject* o : all(next)) Py_INCREF(o);  // buffers and kept: held already
   std::swap(config, next);
-  ++generation;  // each thread finds its mode again
   for (PyObject* o : all(next)) Py_XDECREF(o);
   Py_XDECREF(next.buffers);
   Py_XDECREF(next.kept);
@@ -516,33 +505,22 @@ struct BoundObject {
   PyObject* frames;  // the list the frame is in; null when it was begun by ``config.start``
 };
 
-// This thread's mode and frames (borrowed); -1 with an error set.
-int find_thread_mode(PyObject** mode, PyObject** frames) {
-  ThreadMode& held = thread_mode;
-  if (held.generation != generation) {
-    PyObject* found = PyObject_CallNoArgs(config.thread_mode);
-    if (found == nullptr) return -1;
-    PyObject* list = PyObject_GetAttr(found, s_frames);
-    if (list == nullptr || !PyList_Check(list)) {
-      Py_DECREF(found);
-      Py_XDECREF(list);
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
-      return -1;
-    }
-    Py_XSETREF(held.mode, found);
-    Py_XSETREF(held.frames, list);
-    held.generation = generation;
-  }
-  *mode = held.mode;
-  *frames = held.frames;
-  return 0;
-}
-
 // The frame of this context on the thread's frames: through the hook (the thread's outermost
 // frame, or one inside frames bound through it), else begun by ``config.start``.
 int open_bound_frame(BoundObject* self) {
-  PyObject *mode, *frames;
-  if (find_thread_mode(&mode, &frames) < 0) return -1;
+  PyObject* mode = PyObject_GetAttr(config.modes, s_mode);
+  if (mode == Py_None) {
+    Py_DECREF(mode);
+    mode = PyObject_CallNoArgs(config.thread_mode);
+  }
+  if (mode == nullptr) return -1;
+  PyObject* frames = PyObject_GetAttr(mode, s_frames);
+  if (frames == nullptr || !PyList_Check(frames)) {
+    Py_DECREF(mode);
+    Py_XDECREF(frames);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
+    return -1;
+  }
   bool hooked = true;
   if (PyList_GET_SIZE(frames) == 0) {
     hooked = PyObject_SetAttr(mode, s_native, config.module) == 0;
@@ -552,22 +530,31 @@ int open_bound_frame(BoundObject* self) {
     else if (native != config.module) hooked = false;
     Py_XDECREF(native);
   }
-  if (PyErr_Occurred()) return -1;
+  Py_DECREF(mode);
+  if (PyErr_Occurred()) {
+    Py_DECREF(frames);
+    return -1;
+  }
   if (!hooked) {  // inside frames bound through the function mode: so is this one
+    Py_DECREF(frames);
     self->frame = PyObject_CallOneArg(config.start, self->group);
     return self->frame == nullptr ? -1 : 0;
   }
   PyObject* mark = PyLong_FromSize_t(opened.size());
-  if (mark == nullptr) return -1;
+  if (mark == nullptr) {
+    Py_DECREF(frames);
+    return -1;
+  }
   PyObject* frame = PyTuple_Pack(4, self->group, Py_None, config.nowhere, mark);
   Py_DECREF(mark);
   if (frame == nullptr || PyList_Append(frames, frame) < 0) {
     Py_XDECREF(frame);
+    Py_DECREF(frames);
     return -1;
   }
   ++open_contexts;
   self->frame = frame;
-  self->frames = Py_NewRef(frames);
+  self->frames = frames;
   return 0;
 }
 
@@ -645,16 +632,29 @@ PyObject* bound_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   return new_bound(type, inner, group);
 }
 
-// Not tracked by the garbage collector (a ``Bound`` is made at every context, and each tracked
-// object made counts towards the next collection): it holds the engine's manager, a group and
-// its own frame, none of which refers back to it.
-void bound_dealloc(PyObject* op) {
+int bound_traverse(PyObject* op, visitproc visit, void* arg) {
   BoundObject* self = reinterpret_cast<BoundObject*>(op);
-  PyTypeObject* type = Py_TYPE(op);
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(self->inner);
+  Py_VISIT(self->group);
+  Py_VISIT(self->frame);
+  Py_VISIT(self->frames);
+  return 0;
+}
+
+int bound_clear(PyObject* op) {
+  BoundObject* self = reinterpret_cast<BoundObject*>(op);
   Py_CLEAR(self->inner);
   Py_CLEAR(self->group);
   Py_CLEAR(self->frame);
   Py_CLEAR(self->frames);
+  return 0;
+}
+
+void bound_dealloc(PyObject* op) {
+  PyTypeObject* type = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  bound_clear(op);
   type->tp_free(op);
   Py_DECREF(type);
 }
@@ -677,13 +677,15 @@ PyType_Slot bound_slots[] = {
     {Py_tp_doc, const_cast<char*>("A profile context's manager, binding its body through the allocation hook.")},
     {Py_tp_new, reinterpret_cast<void*>(bound_new)},
     {Py_tp_dealloc, reinterpret_cast<void*>(bound_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(bound_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(bound_clear)},
     {Py_tp_getattro, reinterpret_cast<void*>(bound_getattro)},
     {Py_tp_methods, bound_methods},
     {0, nullptr}};
 
 PyType_Spec bound_spec = {"commgroup_lint_allocator_hook.Bound", sizeof(BoundObject), 0,
-                          Py_TPFLAGS_DEFAULT, bound_slots};
-PyObject* bound_type = nullptr;  // the type made from it (the module holds it)
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, bound_slots};
+PyObject* bound_type = nullptr;  // the type made from it (held)
 
 uint64_t serial_at(uint64_t addr) {
   if (!entry_count.load(std::memory_order_relaxed)) return 0;
@@ -738,6 +740,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (*slot == nullptr) throw pybind11::error_already_set();
   }
   PyObject* bound = PyType_FromSpec(&bound_spec);
-  if (bound == nullptr || PyModule_AddObject(m.ptr(), "Bound", bound) < 0) throw pybind11::error_already_set();
+  if (bound == nullptr || PyModule_AddObject(m.ptr(), "Bound", Py_NewRef(bound)) < 0) {
+    throw pybind11::error_already_set();
+  }
   bound_type = bound;
 }

@@ -45,9 +45,9 @@ PyObject* count_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 // ``owner.attr``: this thread's count (on the class too: it stands for the class's default).
 PyObject* count_get(PyObject* self, PyObject*, PyObject*) { return PyLong_FromLong(thread_counts[index_of(self)]); }
 
-// ``owner.attr = n``: never below 0. A count installed while a thread was inside a counted call
-// starts at what that thread's Python count was (``_binding``), and any other thread's call
-// then ends on a count of 0, where it stays.
+// ``owner.attr = n``: never below 0. Counts moved to C while a thread was inside a counted call
+// start at what that thread's Python count was (``_state.keep_counts_in``), and any other
+// thread's call then ends on a count of 0, where it stays.
 int count_set(PyObject* self, PyObject*, PyObject* value) {
   if (value == nullptr) {
     PyErr_SetString(PyExc_AttributeError, "a thread's count cannot be deleted");
