@@ -38,7 +38,7 @@ CACHE_ENV_VAR = "COMMGROUP_LINT_CACHE_DIR"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name)
             for name in ("allocator_hook.cpp", "collective_check.cpp", "context_entry.cpp", "thread_counts.cpp")]
-_HEADERS = [os.path.join(_HERE, "thread_counts.h")]
+_HEADERS = [os.path.join(_HERE, name) for name in ("class_attribute.h", "thread_counts.h")]
 _NAME = "commgroup_lint_allocator_hook"
 
 

@@ -466,6 +466,23 @@ PyObject* exit_frame(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject *s_mode, *s_frames, *s_native, *s_enter, *s_exit;
 
+// The thread's binding mode (``_binding._thread_mode()``) and its frames, for the thread state
+// that asked last: ``_MODES`` is a ``threading.local``, which a context's entry would otherwise
+// read at every step. Keyed by the thread state's id, which CPython never gives another thread
+// state (its address may be reused); one entry, so that no mode outlives its thread for long.
+struct ThreadMode {
+  uint64_t thread = 0;
+  PyObject* mode = nullptr;
+  PyObject* frames = nullptr;
+} last_mode;
+
+// ``last_mode`` becomes ``next``; the references it held are released after (that may run Python).
+void keep_thread_mode(ThreadMode next) {
+  std::swap(last_mode, next);
+  Py_XDECREF(next.mode);
+  Py_XDECREF(next.frames);
+}
+
 // ``configure(modes, thread_mode, start, end, binder, nowhere, table)``.
 PyObject* configure(PyObject* module, PyObject* args) {
   Config next;
@@ -488,6 +505,7 @@ PyObject* configure(PyObject* module, PyObject* args) {
   };
   for (PyObject* o : all(next)) Py_INCREF(o);  // buffers and kept: held already
   std::swap(config, next);
+  keep_thread_mode({});  // the modes of the Python now configured are found anew
   for (PyObject* o : all(next)) Py_XDECREF(o);
   Py_XDECREF(next.buffers);
   Py_XDECREF(next.kept);
@@ -505,22 +523,34 @@ struct BoundObject {
   PyObject* frames;  // the list the frame is in; null when it was begun by ``config.start``
 };
 
+// The calling thread's mode and frames (borrowed, held by ``last_mode``); -1 with an error set.
+int thread_mode(PyObject** mode, PyObject** frames) {
+  uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
+  if (thread != last_mode.thread || last_mode.mode == nullptr) {
+    PyObject* found = PyObject_GetAttr(config.modes, s_mode);
+    if (found == Py_None) Py_SETREF(found, PyObject_CallNoArgs(config.thread_mode));
+    if (found == nullptr) return -1;
+    PyObject* list = PyObject_GetAttr(found, s_frames);
+    if (list == nullptr || !PyList_Check(list)) {
+      Py_DECREF(found);
+      Py_XDECREF(list);
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
+      return -1;
+    }
+    keep_thread_mode({thread, found, list});
+  }
+  *mode = last_mode.mode;
+  *frames = last_mode.frames;
+  return 0;
+}
+
 // The frame of this context on the thread's frames: through the hook (the thread's outermost
 // frame, or one inside frames bound through it), else begun by ``config.start``.
 int open_bound_frame(BoundObject* self) {
-  PyObject* mode = PyObject_GetAttr(config.modes, s_mode);
-  if (mode == Py_None) {
-    Py_DECREF(mode);
-    mode = PyObject_CallNoArgs(config.thread_mode);
-  }
-  if (mode == nullptr) return -1;
-  PyObject* frames = PyObject_GetAttr(mode, s_frames);
-  if (frames == nullptr || !PyList_Check(frames)) {
-    Py_DECREF(mode);
-    Py_XDECREF(frames);
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a thread's binding frames are a list");
-    return -1;
-  }
+  PyObject *mode, *frames;
+  if (thread_mode(&mode, &frames) < 0) return -1;
+  Py_INCREF(mode);  // held here: the calls below may run Python
+  Py_INCREF(frames);
   bool hooked = true;
   if (PyList_GET_SIZE(frames) == 0) {
     hooked = PyObject_SetAttr(mode, s_native, config.module) == 0;

@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "class_attribute.h"
 #include "thread_counts.h"
 
 uint64_t block_serial_at(uint64_t addr);  // allocator_hook.cpp: the block's serial number, or 0
@@ -83,6 +84,7 @@ struct Sources {
 } sources;
 
 PyObject *s_shim, *s_version, *s_flag, *s_serial, *s_buffers;
+ClassAttribute active_shim;  // ``Active.shim``
 
 // The passes found under one shim (held) at one version of the table, with their basis; the
 // groups they name, held so that no other group is made at the same address while they live.
@@ -262,12 +264,11 @@ int to_check(PyObject** shim_out = nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "the collective check is not configured");
     return -1;
   }
-  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
+  if (thread_counts[kChecking] != 0) return 0;
+  PyObject* shim = active_shim.get();  // only its identity is read
   if (shim == nullptr) return -1;
-  Py_DECREF(shim);  // the class holds it; only its identity is read
   if (shim_out != nullptr) *shim_out = shim;
-  if (shim == Py_None) return 0;
-  return thread_counts[kChecking] == 0;
+  return shim != Py_None;
 }
 
 // ``check(func, slow, spec, args, kwargs)``: the hooked collective's call (see the top).
@@ -410,6 +411,10 @@ PyObject* configure_checks(PyObject*, PyObject* args) {
                          &next.compiler, &next.has_torch_function)) {
     return nullptr;
   }
+  if (!PyType_Check(next.active)) {
+    PyErr_SetString(PyExc_TypeError, "configure_checks: active is a class");
+    return nullptr;
+  }
   auto all = [](const Sources& s) -> std::array<PyObject*, 7> {
     return {s.active, s.table, s.buffers, s.as_group, s.group_type, s.compiler, s.has_torch_function};
   };
@@ -424,6 +429,7 @@ PyObject* configure_checks(PyObject*, PyObject* args) {
   Py_DECREF(next.buffers);  // held once, as the others
   forget_passes();
   std::swap(sources, next);
+  active_shim.reset(sources.active, s_shim);
   for (PyObject* o : all(next)) Py_XDECREF(o);
   Py_CLEAR(cached_shim);
   Py_RETURN_NONE;

@@ -19,6 +19,7 @@
 #include <array>
 #include <utility>
 
+#include "class_attribute.h"
 #include "thread_counts.h"
 
 // allocator_hook.cpp: ``Bound(inner, group)`` made directly when ``type`` is ``Bound``, else ``type(inner, group)``
@@ -39,6 +40,7 @@ struct Sources {
 } sources;
 
 PyObject *s_shim, *s_context, *s_flag;
+ClassAttribute active_shim, hooked_context;  // ``Active.shim``, ``HookState.context``
 
 // ``call(arg)`` is true: 1, 0, or -1 with an error set.
 int call_true(PyObject* call, PyObject* arg) {
@@ -129,7 +131,7 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* ar
 int bind_group(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out) {
   // spec: (off_name, off_at, name, at, simple): ``simple``, no ``enabled`` and no default group
   if (PyTuple_GET_ITEM(spec, 4) != Py_True) return 0;
-  PyObject* manager_type = PyObject_GetAttr(sources.hook_state, s_context);
+  PyObject* manager_type = Py_XNewRef(hooked_context.get());  // held: what follows may run Python
   if (manager_type == nullptr) return -1;
   int decided = manager_type == Py_None ? 0 : bind_with(manager_type, cm, spec, args, kwargs, out);
   Py_DECREF(manager_type);
@@ -189,12 +191,11 @@ PyObject* enter(PyObject* const* a, Py_ssize_t n, Decide decide, const char* usa
   PyObject* kwargs = a[4] == Py_None || PyDict_GET_SIZE(a[4]) == 0 ? nullptr : a[4];
   PyObject* cm = PyObject_Call(func, args, kwargs);
   if (cm == nullptr) return nullptr;
-  PyObject* shim = PyObject_GetAttr(sources.active, s_shim);
+  PyObject* shim = active_shim.get();  // only its identity is read
   if (shim == nullptr) {
     Py_DECREF(cm);
     return nullptr;
   }
-  Py_DECREF(shim);
   if (shim == Py_None) return cm;
   PyObject* out = nullptr;
   int decided = decide(cm, spec, args, kwargs, &out);
@@ -233,8 +234,9 @@ PyObject* configure_contexts(PyObject*, PyObject* args) {
                          &next.lists_segments, &next.holder, &next.labels, &next.group_type, &next.compiler)) {
     return nullptr;
   }
-  if (!PyDict_Check(next.holder) || !PyDict_Check(next.labels)) {
-    PyErr_SetString(PyExc_TypeError, "configure_contexts: holder and labels are dicts");
+  if (!PyType_Check(next.active) || !PyType_Check(next.hook_state) || !PyDict_Check(next.holder) ||
+      !PyDict_Check(next.labels)) {
+    PyErr_SetString(PyExc_TypeError, "configure_contexts: active and hook_state are classes, holder and labels dicts");
     return nullptr;
   }
   auto all = [](const Sources& s) -> std::array<PyObject*, 8> {
@@ -242,6 +244,8 @@ PyObject* configure_contexts(PyObject*, PyObject* args) {
   };
   for (PyObject* o : all(next)) Py_INCREF(o);
   std::swap(sources, next);
+  active_shim.reset(sources.active, s_shim);
+  hooked_context.reset(sources.hook_state, s_context);
   Py_CLEAR(binds_memo.type);  // other questions: nothing asked yet
   Py_CLEAR(lists_memo.type);
   for (PyObject* o : all(next)) Py_XDECREF(o);

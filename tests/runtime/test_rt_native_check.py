@@ -339,6 +339,25 @@ def test_a_profile_context_naming_a_group_is_entered_in_c(groups, native, engine
     assert len(entered) == 1  # the first wrapper: its type learnt in Python
 
 
+
+def test_the_class_attributes_read_in_c_follow_their_classes(groups, native, engine, monkeypatch) -> None:
+    """The extension keeps ``Active.shim`` and ``HookState.context`` while their classes are
+    unchanged (``class_attribute.h``): a change of either is seen at the next call."""
+    a, _ = groups
+
+    class Other(Manager):
+        pass
+
+    monkeypatch.setattr(_allocator_hook.HookState, "context", Manager)
+    with runtime.enforce("report"):
+        made = [engine.symmetric(a), engine.symmetric(a)]
+        monkeypatch.setattr(_allocator_hook.HookState, "context", Other)
+        made.append(engine.symmetric(a))
+    made.append(engine.symmetric(a))  # no shim
+    with runtime.enforce("report"):
+        made.append(engine.symmetric(a))
+    assert [type(m).__name__ for m in made] == ["Manager", "Manager", "Other", "Symmetric", "Other"]
+
 @pytest.fixture
 def hooked(native, monkeypatch):
     """The built extension as the process's allocation hook, its allocator played by the test:
