@@ -68,6 +68,7 @@ constexpr int kBases = 4;
 struct Bases {
   Basis basis[kBases];
   int n = 0;
+  PyObject* start = nullptr;  // the storage's start as the table's key (held): not made at each check
 };
 
 constexpr size_t kMaxPasses = 1 << 16;  // then the cache starts again
@@ -96,6 +97,7 @@ std::vector<PyObject*> groups;
 void forget_passes() {
   for (auto& [key, bases] : passes) {
     for (int i = 0; i < bases.n; ++i) Py_XDECREF(bases.basis[i].record);
+    Py_XDECREF(bases.start);
   }
   passes.clear();
   for (PyObject* g : groups) Py_DECREF(g);
@@ -133,9 +135,9 @@ int known(PyObject* value, uintptr_t group) {
     key.group = group;
     auto found = passes.find(key);
     if (found == passes.end()) return 0;
-    PyObject* record = record_at(key.start);
-    if (record == nullptr && PyErr_Occurred()) return -1;
     const Bases& bases = found->second;
+    PyObject* record = PyDict_GetItemWithError(sources.buffers, bases.start);  // borrowed
+    if (record == nullptr && PyErr_Occurred()) return -1;
     for (int i = 0; i < bases.n; ++i) {
       const Basis& basis = bases.basis[i];
       if (record == basis.record &&
@@ -379,6 +381,12 @@ PyObject* remember(PyObject*, PyObject* const* a, Py_ssize_t n) {
       basis.counted = !basis.serial || block_serial_at(key.start) == basis.serial;
     }
     Bases& bases = passes[key];
+    if (bases.start == nullptr) bases.start = PyLong_FromUnsignedLongLong(key.start);
+    if (bases.start == nullptr) {  // a new entry, left empty
+      Py_XDECREF(basis.record);
+      passes.erase(key);
+      return -1;
+    }
     int slot = 0;  // the same record's basis, replaced; else the oldest goes
     while (slot < bases.n && bases.basis[slot].record != record) ++slot;
     if (slot == bases.n) slot = bases.n < kBases ? bases.n++ : kBases - 1;
