@@ -7,6 +7,7 @@ real source, compiled with the C++ compiler and torch's headers and libraries, w
 
 from __future__ import annotations
 
+import ctypes
 import importlib.machinery
 import importlib.util
 import os
@@ -14,8 +15,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 from torch.utils import cpp_extension
@@ -58,3 +61,22 @@ def build(directory: Path) -> ModuleType:
     loader.exec_module(module)
     sys.modules[NAME] = module
     return module
+
+
+def play_allocator(native: ModuleType, set_attribute: Callable[[Any, str, Any], None] = setattr
+                   ) -> Callable[[int, int, int], None]:
+    """Make ``native`` the process's allocation hook, its allocator played by the caller:
+    ``event(1, address, size)`` hands out a block, ``event(0, address, size)`` frees it, as the
+    CUDA caching allocator tells its trace tracker. ``set_attribute`` sets the shim's state
+    (``monkeypatch.setattr`` in a test, to undo it after)."""
+    from commgroup_lint.runtime import _binding
+    from commgroup_lint.runtime._table import TABLE
+
+    event = ctypes.CDLL(native.__file__).cgl_test_allocator_event
+    event.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
+    for name, value in (("attached", native), ("native", native), ("settled", True), ("context", None)):
+        set_attribute(_allocator_hook.HookState, name, value)
+    set_attribute(TABLE, "block_serial", native.serial)
+    native.attach(True)
+    _binding._configure(native)
+    return event

@@ -7,7 +7,6 @@ where two groups over the same rank are two groups."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import sys
 import textwrap
 import threading
@@ -24,7 +23,7 @@ from commgroup_lint.runtime import _allocator_hook, _binding, _knowledge, _shim,
 from commgroup_lint.runtime._table import TABLE  # noqa: E402
 from commgroup_lint.runtime._native import Native  # noqa: E402
 from commgroup_lint.runtime._state import TLS, keep_counts_in  # noqa: E402
-from native_build import build, compiler  # noqa: E402
+from native_build import build, compiler, play_allocator  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -364,16 +363,10 @@ def hooked(native, monkeypatch):
     ``allocate(t)`` and ``free(t)`` report ``t``'s memory as a block handed out or freed, as
     the CUDA caching allocator tells its trace tracker. ``bindings``: how many times a
     context's exit bound blocks in Python."""
-    event = ctypes.CDLL(native.__file__).cgl_test_allocator_event
-    event.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
     bindings = []
     bind = _binding._bind_collected
     monkeypatch.setattr(_binding, "_bind_collected", lambda *args: (bindings.append(1), bind(*args))[1])
-    for name, value in (("attached", native), ("native", native), ("settled", True), ("context", None)):
-        monkeypatch.setattr(_allocator_hook.HookState, name, value)
-    monkeypatch.setattr(TABLE, "block_serial", native.serial)
-    native.attach(True)
-    _binding._configure(native)
+    event = play_allocator(native, monkeypatch.setattr)
     blocks = set()
 
     def allocate(t):
