@@ -1,11 +1,12 @@
 """The instructions the runtime shim adds per event, counted by callgrind: exact where timings are not.
 
-    python benchmarks/shim_instructions.py [--calls 200] [--events context,group,torch]
+    python benchmarks/shim_instructions.py [--calls 200] [--events context,group,torch] [--extension SO]
 
 A step's time on the GPU moves by tens of microseconds between rounds and machines, more than
 a change to the shim's fast paths saves; the instructions an event executes do not move. This
 builds the allocation hook's extension for the CPU (the CUDA allocator played by the caller,
-as the CPU tests do: ``tests/runtime/native_build.py``), then, for each event of the smoke
+as the CPU tests do: ``tests/runtime/native_build.py``; ``--extension`` counts one built
+before, to compare two builds), then, for each event of the smoke
 step's path on the stand-in engine of ``runtime_overhead.py --in-process`` (a profile context
 entering a pool context inside and handing out one block; a collective through a group
 class's method; a ``torch.distributed`` collective), runs it warm ``--calls`` times plain and
@@ -100,10 +101,26 @@ def _count(event: str, side: str, calls: int, extension: str) -> int:
     return int(found.group(1))
 
 
+def _build(directory: Path) -> str:
+    """The extension built for the CPU in ``directory``: its path (exits 2 where it cannot be)."""
+    sys.path.insert(0, str(HERE.parent / "tests" / "runtime"))
+    from native_build import build, compiler
+
+    if compiler() is None:
+        print("shim_instructions: no C++ compiler to build the extension with (set CXX)", file=sys.stderr)
+        sys.exit(2)
+    try:
+        return build(directory).__file__
+    except RuntimeError as exc:
+        print(f"shim_instructions: the extension did not build: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=200, help="calls counted per event and side")
     parser.add_argument("--events", default=",".join(EVENTS), help=f"comma-separated, of: {', '.join(EVENTS)}")
+    parser.add_argument("--extension", help="a CPU build of the extension to count (default: built from this checkout)")
     parser.add_argument("--child", nargs=4, metavar=("EVENT", "SIDE", "CALLS", "EXTENSION"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.child:
@@ -119,18 +136,10 @@ def main() -> None:
         print("shim_instructions: valgrind is not installed (it counts the instructions); install it and run again",
               file=sys.stderr)
         sys.exit(2)
-    sys.path.insert(0, str(HERE.parent / "tests" / "runtime"))
-    from native_build import build, compiler
-
-    if compiler() is None:
-        print("shim_instructions: no C++ compiler to build the extension with (set CXX)", file=sys.stderr)
-        sys.exit(2)
+    if ns.extension is not None and not os.path.isfile(ns.extension):
+        parser.error(f"--extension: no such file: {ns.extension}")
     with tempfile.TemporaryDirectory() as directory:
-        try:
-            extension = build(Path(directory)).__file__
-        except RuntimeError as exc:
-            print(f"shim_instructions: the extension did not build: {exc}", file=sys.stderr)
-            sys.exit(2)
+        extension = ns.extension or _build(Path(directory))
         print(f"instructions per event, warm, {ns.calls} calls counted (callgrind; CPU build of the extension)")
         print(f"{'event':58} {'plain':>9} {'shim':>9} {'added':>8}")
         runs = [(event, side) for event in events for side in ("plain", "shim")]

@@ -24,6 +24,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"needs CUDA with >= {needed} GPUs (run on the device machine)"))
 
 
+@pytest.fixture(scope="session")
+def cpu_extension(tmp_path_factory):
+    """The shim's extension built for the CPU (``native_build.py``), once per session."""
+    from native_build import build, compiler
+
+    if compiler() is None:
+        pytest.skip("no C++ compiler to build the extension with")
+    return build(tmp_path_factory.mktemp("native"))
+
+
 @pytest.fixture(autouse=True)
 def _no_registered_segments_left():
     """Segments a test registered (a stand-in pool's CPU tensors) stay registered after the test

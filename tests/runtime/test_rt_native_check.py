@@ -23,7 +23,7 @@ from commgroup_lint.runtime import _allocator_hook, _binding, _knowledge, _shim,
 from commgroup_lint.runtime._table import TABLE  # noqa: E402
 from commgroup_lint.runtime._native import Native  # noqa: E402
 from commgroup_lint.runtime._state import TLS, keep_counts_in  # noqa: E402
-from native_build import build, compiler, play_allocator  # noqa: E402
+from native_build import play_allocator  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -107,10 +107,8 @@ CONFIG = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def native(tmp_path_factory):
-    if compiler() is None:
-        pytest.skip("no C++ compiler to build the extension with")
-    module = build(tmp_path_factory.mktemp("native"))
+def native(cpu_extension):
+    module = cpu_extension
     assert _binding.use_fast_paths(module)
     yield module
     for name in ("check", "remember", "has_torch_function", "handle_torch_function", "set_handle", "group_context",

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("torch")
-from native_build import compiler  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "shim_instructions.py"
 # Collects 3,000 instructions from a run under the shim, 2,000 from a plain one, as callgrind
@@ -50,19 +49,25 @@ def test_without_valgrind_it_says_so(tmp_path: Path) -> None:
                                   "install it and run again")
 
 
-@pytest.mark.skipif(compiler() is None, reason="no C++ compiler to build the extension with")
-def test_the_table_is_the_counts_per_call(tmp_path: Path) -> None:
-    out = _run(tmp_path, "--calls", "10", "--events", "group,context")
+def test_the_table_is_the_counts_per_call(tmp_path: Path, cpu_extension) -> None:
+    out = _run(tmp_path, "--calls", "10", "--events", "group,context", "--extension", cpu_extension.__file__)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[-3:] == [
+    assert out.stdout.splitlines() == [
+        "instructions per event, warm, 10 calls counted (callgrind; CPU build of the extension)",
         f"{'event':58} {'plain':>9} {'shim':>9} {'added':>8}",
         f"{'group class' + chr(39) + 's all_reduce, bound buffer':58} {200:9} {300:9} {'+100':>8}",
         f"{'profile context over a pool context, one block handed out':58} {200:9} {300:9} {'+100':>8}",
     ]
 
 
-@pytest.mark.skipif(compiler() is None, reason="no C++ compiler to build the extension with")
-def test_a_failed_run_is_reported_with_its_output(tmp_path: Path) -> None:
-    out = _run(tmp_path, "--calls", "10", "--events", "torch", valgrind="#!/bin/sh\necho 'no such tool' >&2\nexit 1\n")
+def test_a_failed_run_is_reported_with_its_output(tmp_path: Path, cpu_extension) -> None:
+    out = _run(tmp_path, "--events", "torch", "--extension", cpu_extension.__file__,
+               valgrind="#!/bin/sh\necho 'no such tool' >&2\nexit 1\n")
     assert out.returncode == 1
     assert out.stderr.strip().endswith("the plain run of 'torch' failed (exit 1):\nno such tool")
+
+
+def test_a_missing_extension_is_a_usage_error(tmp_path: Path) -> None:
+    out = _run(tmp_path, "--extension", str(tmp_path / "none.so"))
+    assert out.returncode == 2
+    assert f"--extension: no such file: {tmp_path / 'none.so'}" in out.stderr
