@@ -229,13 +229,12 @@ PyObject* call_checked(PyObject* func, PyObject* args, PyObject* kwargs) {
 int passes_here(PyObject* shim, PyObject* spec, PyObject* args, PyObject* kwargs) {
   if (shim != cached_shim || passes.empty()) return 0;
   if (PyTuple_GET_ITEM(spec, 3) == Py_True) {  // traced: what the compiler traces is Python's call
-    PyObject* flag = PyObject_GetAttr(sources.compiler, s_flag);
-    if (flag == nullptr) {
+    PyObject* flag = PyDict_GetItemWithError(PyModule_GetDict(sources.compiler), s_flag);  // borrowed
+    if (flag == nullptr) {  // another torch: Python asks the compiler itself
       PyErr_Clear();
       return 0;
     }
     int compiling = PyObject_IsTrue(flag);
-    Py_DECREF(flag);
     if (compiling != 0) return compiling < 0 ? -1 : 0;
   }
   PyObject* group = group_argument(spec, args, kwargs);
@@ -419,8 +418,8 @@ PyObject* configure_checks(PyObject*, PyObject* args) {
                          &next.compiler, &next.has_torch_function)) {
     return nullptr;
   }
-  if (!PyType_Check(next.active)) {
-    PyErr_SetString(PyExc_TypeError, "configure_checks: active is a class");
+  if (!PyType_Check(next.active) || !PyModule_Check(next.compiler)) {
+    PyErr_SetString(PyExc_TypeError, "configure_checks: active is a class, compiler a module");
     return nullptr;
   }
   auto all = [](const Sources& s) -> std::array<PyObject*, 7> {

@@ -90,15 +90,15 @@ PyObject* argument(PyObject* args, PyObject* kwargs, PyObject* name, PyObject* a
   return i >= 0 && i < PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, i) : nullptr;
 }
 
+// The compiler's flag, read from its module's dictionary (a module attribute's lookup asks the
+// module's type first).
 int compiling() {
-  PyObject* flag = PyObject_GetAttr(sources.compiler, s_flag);
+  PyObject* flag = PyDict_GetItemWithError(PyModule_GetDict(sources.compiler), s_flag);  // borrowed
   if (flag == nullptr) {  // another torch: the wrapper's Python asks the compiler itself
     PyErr_Clear();
     return 1;
   }
-  int truth = PyObject_IsTrue(flag);
-  Py_DECREF(flag);
-  return truth;
+  return PyObject_IsTrue(flag);
 }
 
 // The ProcessGroup ``group`` names when a ProcessGroup or a wrapper of a type seen before (as
@@ -235,8 +235,9 @@ PyObject* configure_contexts(PyObject*, PyObject* args) {
     return nullptr;
   }
   if (!PyType_Check(next.active) || !PyType_Check(next.hook_state) || !PyDict_Check(next.holder) ||
-      !PyDict_Check(next.labels)) {
-    PyErr_SetString(PyExc_TypeError, "configure_contexts: active and hook_state are classes, holder and labels dicts");
+      !PyDict_Check(next.labels) || !PyModule_Check(next.compiler)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "configure_contexts: active and hook_state are classes, holder and labels dicts, compiler a module");
     return nullptr;
   }
   auto all = [](const Sources& s) -> std::array<PyObject*, 8> {
