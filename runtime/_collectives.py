@@ -12,9 +12,8 @@
   call and runs the collective's body; a real function mode or tensor subclass still gets the
   call, after the check. (torch 2.11's list ``reduce_scatter`` and ``broadcast`` do not hand
   themselves over: only their module attributes are checked there.) With the allocation
-  hook's extension both globals are its C functions (:func:`use_native`). The attribute
-  wrapper stays all the same: through it a call runs the collective's body once, where this
-  path runs its start twice (about 3,500 instructions more a call: ``shim_instructions.py``).
+  hook's extension both globals are its C functions (:func:`use_native`), and a collective
+  that hands itself over keeps no attribute wrapper: it is checked on this path alone.
 * Functional collectives (``torch.ops._c10d_functional``: what ``torch.compile``d code and
   DTensor call) and symmetric-memory ops (``torch.ops.symm_mem``) take their group by name.
   Each gets a kernel for its CPU and CUDA dispatch keys that checks the call, then runs the
@@ -96,10 +95,16 @@ def _position(func: Callable[..., Any], name: str) -> int | None:
     return params.index(name) if name in params else None
 
 
+def hands_over(func: Callable[..., Any]) -> bool:
+    """Whether ``func``'s body hands its call to torch's function machinery itself."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    return code is not None and "handle_torch_function" in code.co_names
+
+
 def use_native(native: Any) -> None:
     """Dispatch collectives through ``native`` (the allocation hook's extension) from now on:
-    ``distributed_c10d``'s two hooks in C (a collective reached through them, under a name
-    imported before the shim was installed, goes to its check with no Python of the shim's)."""
+    ``distributed_c10d``'s two hooks in C, and no wrapper on a collective that hands itself
+    over (it reaches its check through them with no Python of the shim's)."""
     Native.has_torch_function = native.has_torch_function
     Native.handle_torch_function, Native.set_handle = native.handle_torch_function, native.set_handle
     _native_dispatch(dist.distributed_c10d)
@@ -107,7 +112,8 @@ def use_native(native: Any) -> None:
 
 def _native_dispatch(c10d: Any) -> None:
     """An installed shim's hooks in ``c10d`` replaced by the extension's (where they stand in for
-    torch's own); the shim's uninstall restores torch's functions all the same."""
+    torch's own), and its wrappers of collectives that hand themselves over taken off; the
+    shim's uninstall restores torch's functions all the same."""
     overrides = torch.overrides
     has, handle = c10d.has_torch_function, c10d.handle_torch_function
     if getattr(has, "replaces", None) is overrides.has_torch_function:
@@ -116,6 +122,12 @@ def _native_dispatch(c10d: Any) -> None:
         return
     Native.set_handle(handle.checks, handle)
     c10d.handle_torch_function = Native.handle_torch_function
+    for module in (c10d, dist):
+        for name in COLLECTIVE_NAMES:
+            wrapper = vars(module).get(name)
+            original = getattr(wrapper, "__wrapped__", None)
+            if hasattr(wrapper, "native_call") and original is not None and hands_over(original):
+                setattr(module, name, original)
 
 
 def _unchecked(body: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -136,8 +148,12 @@ class CollectiveHooks:
     def install(self) -> None:
         specs = collective_specs()
         # A collective's body names itself to handle_torch_function through the module's
-        # globals, where it now finds the wrapper: the wrappers are known to the hook too.
-        wrappers = {self._wrap_attribute(func, spec): spec for func, spec in specs.items()}
+        # globals, where it now finds the wrapper: the wrappers are known to the hook too. With
+        # the extension's handle_torch_function, a collective that hands itself over needs no
+        # wrapper (see use_native).
+        native = Native.handle_torch_function is not None
+        wrappers = {self._wrap_attribute(func, spec): spec for func, spec in specs.items()
+                    if not (native and hands_over(func))}
         self._hook_dispatch({**specs, **wrappers})
         self._hook_ops()
 
