@@ -290,9 +290,10 @@ def test_another_shim_starts_from_python(groups, passes_found) -> None:
 
 def test_torch_dispatch_hooks_are_the_extensions_while_installed_and_torchs_after(groups, native) -> None:
     """A collective that hands itself to torch's function machinery reaches its check through
-    the extension's two hooks: it needs no wrapper (torch.compile sees torch's own function).
+    the extension's two hooks, under any name: it needs no wrapper (torch.compile sees torch's
+    own function, and a group class's method that calls it pays for no wrapper's frame).
     Handed over with positional arguments alone, it is checked on the default group."""
-    a, _ = groups
+    a, b = groups
     c10d = dist.distributed_c10d
     has, handle, all_reduce = c10d.has_torch_function, c10d.handle_torch_function, dist.all_reduce
     with runtime.simulated_symmetric_memory(a):
@@ -302,8 +303,10 @@ def test_torch_dispatch_hooks_are_the_extensions_while_installed_and_torchs_afte
         assert c10d.handle_torch_function is native.handle_torch_function
         assert dist.all_reduce is all_reduce and c10d.all_reduce is all_reduce
         assert native.has_torch_function((torch.ones(1),)) is True  # not checked yet: to the shim
-        c10d.handle_torch_function(all_reduce, (buf,), buf); line = _line()  # noqa: E702
-        assert [(f[0], f[2], f[3]) for f in _found(shim)] == [("CGL002", line, "a")]
+        dist.all_reduce(buf, group=b); called = _line()  # noqa: E702
+        c10d.handle_torch_function(all_reduce, (buf,), buf); handed = _line()  # noqa: E702
+        assert [(f[0], f[2], f[3], f[4]) for f in _found(shim)] == [("CGL002", called, "a", "b"),
+                                                                    ("CGL002", handed, "a", "world")]
     assert (c10d.has_torch_function, c10d.handle_torch_function) == (has, handle)
 
 
