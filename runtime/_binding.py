@@ -240,7 +240,8 @@ def use_fast_paths(native: Any) -> bool:
     _check.use_native(native)
     _collectives.use_native(native)
     _targets.use_native(native)
-    traced_as_call(native.check, native.group_context, native.pool_context)
+    traced_as_call(native.check)
+    traced_as_call(native.group_context, native.pool_context, spread=True)
     return True
 
 

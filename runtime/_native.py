@@ -1,8 +1,9 @@
 """The allocation hook's extension's fast paths, once the hook is in use (None before, and
-without it): the passing case of the collective check (``collective_check.cpp``) and the usual
-cases of a profile context's entry (``context_entry.cpp``). Each takes ``(func, rest, spec,
-args, kwargs)``: it calls ``func(*args, **kwargs)`` itself and decides in C, or hands the call
-to ``rest``, the shim's Python. torch.compile traces each as ``func(*args, **kwargs)``.
+without it): the passing case of the collective check (``collective_check.cpp``, which takes
+``(func, slow, spec, args, kwargs)``) and the usual cases of a profile context's entry
+(``context_entry.cpp``, which take ``(func, rest, spec, *args, **kwargs)``). Each calls
+``func(*args, **kwargs)`` itself and decides in C, or hands the call to the shim's Python.
+torch.compile traces each as ``func(*args, **kwargs)``.
 
 Torch-free: the hooks read it on every call; ``_binding`` fills it."""
 
@@ -25,18 +26,19 @@ class Native:
     #: and ``set_handle(checks, python_handle)`` to give it a shim's checks
     handle_torch_function: Callable[..., Any] | None = None
     set_handle: Callable[[dict, Callable[..., Any]], None] | None = None
-    #: ``group_context(func, rest, spec, args, kwargs)``: a profile context naming a group
+    #: ``group_context(func, rest, spec, *args, **kwargs)``: a profile context naming a group
     group_context: Callable[..., Any] | None = None
-    #: ``pool_context(func, rest, spec, args, kwargs)``: a pool context
+    #: ``pool_context(func, rest, spec, *args, **kwargs)``: a pool context
     pool_context: Callable[..., Any] | None = None
 
 
 _TRACED: list[Callable[..., Any]] = []  # the entries given to torch.compile (held: their ids stay theirs)
 
 
-def traced_as_call(*entries: Callable[..., Any]) -> None:
-    """torch.compile traces each of ``entries`` (``entry(func, rest, spec, args, kwargs)``) as
-    ``func(*args, **kwargs)``: registered once ``torch._dynamo`` is imported."""
+def traced_as_call(*entries: Callable[..., Any], spread: bool = False) -> None:
+    """torch.compile traces each of ``entries`` (``entry(func, rest, spec, args, kwargs)``, or
+    with ``spread`` ``entry(func, rest, spec, *args, **kwargs)``) as ``func(*args, **kwargs)``:
+    registered once ``torch._dynamo`` is imported."""
 
     def register(module: Any, complete: bool) -> bool:
         if not complete:
@@ -48,9 +50,14 @@ def traced_as_call(*entries: Callable[..., Any]) -> None:
                 continue
             _TRACED.append(entry)
 
-            @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
-            def traced(func: Any, rest: Any, spec: Any, args: tuple, kwargs: dict) -> Any:
-                return func(*args, **kwargs)
+            if spread:
+                @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
+                def traced_spread(func: Any, rest: Any, spec: Any, *args: Any, **kwargs: Any) -> Any:
+                    return func(*args, **kwargs)
+            else:
+                @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
+                def traced(func: Any, rest: Any, spec: Any, args: tuple, kwargs: dict) -> Any:
+                    return func(*args, **kwargs)
         return True
 
     _imports.when_imported("torch._dynamo", register)

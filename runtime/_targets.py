@@ -246,9 +246,10 @@ def _context_function(func: Callable[..., Any], binds: _Binds) -> Callable[..., 
     def context(*args: Any, **kwargs: Any) -> Any:
         enter = Native.group_context
         if enter is not None:
-            return enter(func, rest, spec, args, kwargs)
+            return enter(func, rest, spec, *args, **kwargs)
         return rest(func(*args, **kwargs), args, kwargs)
 
+    context.native_entry = ("group_context", func, rest, spec)  # its form in C: _native_form
     return context
 
 
@@ -278,9 +279,10 @@ def _pool_context_function(func: Callable[..., Any], binds: _Binds, argument: _A
     def context(*args: Any, **kwargs: Any) -> Any:
         enter = Native.pool_context
         if enter is not None:
-            return enter(func, rest, spec, args, kwargs)
+            return enter(func, rest, spec, *args, **kwargs)
         return rest(func(*args, **kwargs), args, kwargs)
 
+    context.native_entry = ("pool_context", func, rest, spec)  # its form in C: _native_form
     return context
 
 
@@ -294,6 +296,22 @@ def use_native(native: Any) -> None:
     native.configure_contexts(Active, HookState, _binds_body, _lists_segments, _HOLDER, _LABELS, _ProcessGroup,
                               torch.compiler)
     Native.group_context, Native.pool_context = native.group_context, native.pool_context
+    shim = Active.shim
+    if shim is not None:  # the hook is settled while a shim binds: its wrappers become C calls
+        shim.targets.use_native_forms()
+
+
+def _native_form(wrapper: Callable[..., Any]) -> Callable[..., Any] | None:
+    """A profile context's wrapper as a C call: ``functools.partial`` over the extension's
+    entry, which runs no Python of the shim's on the usual call (the wrapper's frame, its
+    argument tuple and dictionary cost a third of a context's entry); None without the
+    extension. It reads as the function it wraps (name, ``__wrapped__``, signature), and
+    torch.compile traces it as the call it stands for (``_native.traced_as_call``)."""
+    entry = getattr(wrapper, "native_entry", None)
+    if entry is None or getattr(Native, entry[0]) is None:
+        return None
+    kind, func, rest, spec = entry
+    return functools.update_wrapper(functools.partial(getattr(Native, kind), func, rest, spec), func)
 
 
 _BINDING = "_commgroup_lint_binding"
@@ -409,6 +427,7 @@ class Targets:
         self.watching: list[tuple[str, _imports.Callback]] = []
         self.rebind: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, wrapper)
         self.sweeping = False  # patches made while applying: the functions may have aliases
+        self.in_modules: list[tuple[Any, str, Any]] = []  # (module, name, wrapper) of contexts
 
     def apply(self) -> None:
         k = self.knowledge
@@ -460,9 +479,26 @@ class Targets:
         wrapper = self._wrapper(name, func, leading) if isinstance(func, types.FunctionType) else None
         if wrapper is None:
             return
+        if isinstance(owner, types.ModuleType):
+            self._set_in_module(owner, attr, wrapper)
+            if self.sweeping:
+                self.rebind[id(raw)] = (raw, wrapper)
+            return
         self.patcher.set(owner, attr, type(raw)(wrapper) if isinstance(raw, (staticmethod, classmethod)) else wrapper)
-        if self.sweeping and isinstance(owner, types.ModuleType):
-            self.rebind[id(raw)] = (raw, wrapper)
+
+    def _set_in_module(self, module: types.ModuleType, name: str, wrapper: Callable[..., Any]) -> None:
+        """``module.name = wrapper``; a context's in its C form where the extension is in use, and
+        noted, to take that form once it is (a method's wrapper stays Python: it binds ``self``)."""
+        if hasattr(wrapper, "native_entry"):
+            self.in_modules.append((module, name, wrapper))
+        self.patcher.set(module, name, _native_form(wrapper) or wrapper)
+
+    def use_native_forms(self) -> None:
+        """The contexts' wrappers in modules that are still Python take their C form."""
+        for module, name, wrapper in self.in_modules:
+            form = vars(module).get(name) is wrapper and _native_form(wrapper)
+            if form:
+                self.patcher.set(module, name, form)
 
     def _patch_class(self, name: str, cls: type) -> None:
         k = self.knowledge
@@ -526,7 +562,7 @@ class Targets:
                 if entry is not None and entry[0] is value:
                     found.append((module, key, entry[1]))
         for module, key, wrapper in found:
-            self.patcher.set(module, key, wrapper)
+            self._set_in_module(module, key, wrapper)
         self.rebind.clear()
 
 

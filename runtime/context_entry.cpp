@@ -1,5 +1,5 @@
-// A profile context's entry, in C: ``group_context(func, rest, spec, args, kwargs)`` and
-// ``pool_context(func, rest, spec, args, kwargs)``.
+// A profile context's entry, in C: ``group_context(func, rest, spec, *args, **kwargs)`` and
+// ``pool_context(func, rest, spec, *args, **kwargs)``.
 //
 // A profile context's wrapper (``_targets._context_function``) calls the engine's function, then
 // decides what the manager it returned binds. In a model's step that decision in Python (the
@@ -9,7 +9,10 @@
 // caches. Here the usual cases are decided in C: a context that names one group returns the
 // extension's manager over the engine's (``HookState.context``, ``Bound``), and a pool context
 // made inside one returns the engine's manager as it is. Anything else is ``rest(cm, args,
-// kwargs)``, the wrapper's Python after the call, which decides as it always did.
+// kwargs)``, the wrapper's Python after the call, which decides as it always did. The call's
+// arguments come as vectorcall passes them, so that a wrapper made of a ``functools.partial``
+// over an entry runs no Python at all (``_targets``): no tuple or dictionary is made for them
+// unless ``rest`` is called.
 //
 // Compiled into the allocation hook's extension (``allocator_hook.cpp`` adds these functions
 // to its module); everything here runs with the GIL held.
@@ -78,17 +81,51 @@ bool configured() {
   return false;
 }
 
-// Whether ``name`` (a str) in ``kwargs`` or ``args[at]`` was passed: a borrowed reference to
-// it, null when it was not (no error).
-PyObject* argument(PyObject* args, PyObject* kwargs, PyObject* name, PyObject* at) {
-  if (kwargs != nullptr) {
-    PyObject* found = PyDict_GetItemWithError(kwargs, name);
-    if (found != nullptr || PyErr_Occurred()) return found;
+// A call's arguments as vectorcall passes them: ``n`` positional ones, then one for each name of
+// ``names`` (a tuple, or null).
+struct Arguments {
+  PyObject* const* items;
+  Py_ssize_t n;
+  PyObject* names;
+
+  // Whether ``name`` (a str) was passed by name, or at ``at``: a borrowed reference to it, null
+  // when it was not (an error set when one occurred).
+  PyObject* get(PyObject* name, PyObject* at) const {
+    Py_ssize_t count = names != nullptr ? PyTuple_GET_SIZE(names) : 0;
+    for (Py_ssize_t k = 0; k < count; ++k) {  // names are interned: the same object, usually
+      if (PyTuple_GET_ITEM(names, k) == name) return items[n + k];
+    }
+    for (Py_ssize_t k = 0; k < count; ++k) {
+      int same = PyUnicode_Compare(PyTuple_GET_ITEM(names, k), name);
+      if (same == -1 && PyErr_Occurred()) return nullptr;
+      if (same == 0) return items[n + k];
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(at);
+    if (i == -1 && PyErr_Occurred()) return nullptr;
+    return i >= 0 && i < n ? items[i] : nullptr;
   }
-  Py_ssize_t i = PyLong_AsSsize_t(at);
-  if (i == -1 && PyErr_Occurred()) return nullptr;
-  return i >= 0 && i < PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, i) : nullptr;
-}
+
+  // ``(args, kwargs)`` for Python: a tuple and a dict (new references); false with an error set.
+  bool as_python(PyObject** args, PyObject** kwargs) const {
+    *args = PyTuple_New(n);
+    *kwargs = PyDict_New();
+    if (*args == nullptr || *kwargs == nullptr) {
+      Py_CLEAR(*args);
+      Py_CLEAR(*kwargs);
+      return false;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SET_ITEM(*args, i, Py_NewRef(items[i]));
+    Py_ssize_t count = names != nullptr ? PyTuple_GET_SIZE(names) : 0;
+    for (Py_ssize_t k = 0; k < count; ++k) {
+      if (PyDict_SetItem(*kwargs, PyTuple_GET_ITEM(names, k), items[n + k]) < 0) {
+        Py_CLEAR(*args);
+        Py_CLEAR(*kwargs);
+        return false;
+      }
+    }
+    return true;
+  }
+};
 
 // The compiler's flag, read from its module's dictionary (a module attribute's lookup asks the
 // module's type first).
@@ -123,23 +160,23 @@ PyObject* known_group(PyObject* group) {
   return nullptr;
 }
 
-int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs,
+int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, const Arguments& args,
               PyObject** out);
 
 // ``cm`` bound to one group when the context's arguments are its usual ones; 0 when ``rest``
 // decides, -1 on an error; ``*out`` the result when 1.
-int bind_group(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out) {
+int bind_group(PyObject* cm, PyObject* spec, const Arguments& args, PyObject** out) {
   // spec: (off_name, off_at, name, at, simple): ``simple``, no ``enabled`` and no default group
   if (PyTuple_GET_ITEM(spec, 4) != Py_True) return 0;
   PyObject* manager_type = Py_XNewRef(hooked_context.get());  // held: what follows may run Python
   if (manager_type == nullptr) return -1;
-  int decided = manager_type == Py_None ? 0 : bind_with(manager_type, cm, spec, args, kwargs, out);
+  int decided = manager_type == Py_None ? 0 : bind_with(manager_type, cm, spec, args, out);
   Py_DECREF(manager_type);
   return decided;
 }
 
 // :func:`bind_group` once the manager's type (``HookState.context``) is known.
-int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs,
+int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, const Arguments& args,
               PyObject** out) {
   int binds = binds_memo.ask(sources.binds_body, reinterpret_cast<PyObject*>(Py_TYPE(cm)));
   if (binds <= 0) {
@@ -150,7 +187,7 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* ar
   if (compiled != 0) return compiled < 0 ? -1 : 0;
   PyObject* off_name = PyTuple_GET_ITEM(spec, 0);
   if (off_name != Py_None) {
-    PyObject* off = argument(args, kwargs, off_name, PyTuple_GET_ITEM(spec, 1));
+    PyObject* off = args.get(off_name, PyTuple_GET_ITEM(spec, 1));
     if (off == nullptr && PyErr_Occurred()) return -1;
     int truth = off != nullptr ? PyObject_IsTrue(off) : 0;
     if (truth != 0) {
@@ -158,7 +195,7 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* ar
       return truth < 0 ? -1 : 1;
     }
   }
-  PyObject* group = argument(args, kwargs, PyTuple_GET_ITEM(spec, 2), PyTuple_GET_ITEM(spec, 3));
+  PyObject* group = args.get(PyTuple_GET_ITEM(spec, 2), PyTuple_GET_ITEM(spec, 3));
   if (group == nullptr) return PyErr_Occurred() ? -1 : 0;  // left out: the default group, in Python
   PyObject* pg = known_group(group);
   if (pg == nullptr) return PyErr_Occurred() ? -1 : 0;
@@ -170,26 +207,28 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, PyObject* ar
 // A pool context's manager returned as it is: made while a context naming a group is made or
 // entered, over a pool that lists its segments (``_targets._pool_context_function``'s first
 // case). 1 when so, 0 when ``rest`` decides, -1 on an error.
-int inside_group_context(PyObject* spec, PyObject* args, PyObject* kwargs) {
-  PyObject* pool = argument(args, kwargs, PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
+int inside_group_context(PyObject* spec, const Arguments& args) {
+  PyObject* pool = args.get(PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
   if (pool == nullptr) return PyErr_Occurred() ? -1 : 0;
   if (thread_counts[kEntering] <= 0) return 0;  // ``_state.OPENING.depth``
   return lists_memo.ask(sources.lists_segments, reinterpret_cast<PyObject*>(Py_TYPE(pool)));
 }
 
-using Decide = int (*)(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out);
+using Decide = int (*)(PyObject* cm, PyObject* spec, const Arguments& args, PyObject** out);
 
-// The shared part of both entries: call ``func``; with no shim, its manager; else ``decide``,
-// and ``rest(cm, args, kwargs)`` when it does not.
-PyObject* enter(PyObject* const* a, Py_ssize_t n, Decide decide, const char* usage) {
-  if (n != 5 || !PyTuple_Check(a[2]) || !PyTuple_Check(a[3]) || (a[4] != Py_None && !PyDict_Check(a[4]))) {
+// The shared part of both entries, called as ``entry(func, rest, spec, *args, **kwargs)``: call
+// ``func``; with no shim, its manager; else ``decide``, and ``rest(cm, args, kwargs)`` when it
+// does not.
+PyObject* enter(PyObject* const* a, size_t nargsf, PyObject* names, Decide decide, const char* usage) {
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (n < 3 || !PyTuple_Check(a[2])) {
     PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
   if (!configured()) return nullptr;
-  PyObject *func = a[0], *rest = a[1], *spec = a[2], *args = a[3];
-  PyObject* kwargs = a[4] == Py_None || PyDict_GET_SIZE(a[4]) == 0 ? nullptr : a[4];
-  PyObject* cm = PyObject_Call(func, args, kwargs);
+  PyObject *func = a[0], *rest = a[1], *spec = a[2];
+  Arguments args{a + 3, n - 3, names != nullptr && PyTuple_GET_SIZE(names) ? names : nullptr};
+  PyObject* cm = PyObject_Vectorcall(func, args.items, args.n, args.names);
   if (cm == nullptr) return nullptr;
   PyObject* shim = active_shim.get();  // only its identity is read
   if (shim == nullptr) {
@@ -198,32 +237,37 @@ PyObject* enter(PyObject* const* a, Py_ssize_t n, Decide decide, const char* usa
   }
   if (shim == Py_None) return cm;
   PyObject* out = nullptr;
-  int decided = decide(cm, spec, args, kwargs, &out);
+  int decided = decide(cm, spec, args, &out);
   if (decided != 0) {
     Py_DECREF(cm);
     return decided < 0 ? nullptr : out;
   }
-  PyObject* result = PyObject_CallFunctionObjArgs(rest, cm, args, kwargs != nullptr ? kwargs : a[4], nullptr);
+  PyObject *positional, *named, *result = nullptr;
+  if (args.as_python(&positional, &named)) {
+    result = PyObject_CallFunctionObjArgs(rest, cm, positional, named, nullptr);
+    Py_DECREF(positional);
+    Py_DECREF(named);
+  }
   Py_DECREF(cm);
   return result;
 }
 
-PyObject* group_context(PyObject*, PyObject* const* a, Py_ssize_t n) {
-  return enter(a, n, bind_group, "group_context(func, rest, spec: 5-tuple, args: tuple, kwargs: dict | None)");
+PyObject* group_context(PyObject*, PyObject* const* a, size_t nargsf, PyObject* names) {
+  return enter(a, nargsf, names, bind_group, "group_context(func, rest, spec: 5-tuple, *args, **kwargs)");
 }
 
-int pool_decide(PyObject* cm, PyObject* spec, PyObject* args, PyObject* kwargs, PyObject** out) {
+int pool_decide(PyObject* cm, PyObject* spec, const Arguments& args, PyObject** out) {
   if (PyTuple_GET_SIZE(spec) != 2) {
     PyErr_SetString(PyExc_TypeError, "a pool context's spec is (name, index)");
     return -1;
   }
-  int inside = inside_group_context(spec, args, kwargs);
+  int inside = inside_group_context(spec, args);
   if (inside == 1) *out = Py_NewRef(cm);
   return inside;
 }
 
-PyObject* pool_context(PyObject*, PyObject* const* a, Py_ssize_t n) {
-  return enter(a, n, pool_decide, "pool_context(func, rest, spec: 2-tuple, args: tuple, kwargs: dict | None)");
+PyObject* pool_context(PyObject*, PyObject* const* a, size_t nargsf, PyObject* names) {
+  return enter(a, nargsf, names, pool_decide, "pool_context(func, rest, spec: 2-tuple, *args, **kwargs)");
 }
 
 // ``configure_contexts(active, hook_state, binds_body, lists_segments, holder, labels, group_type,
@@ -254,10 +298,12 @@ PyObject* configure_contexts(PyObject*, PyObject* args) {
 }
 
 PyMethodDef functions[] = {
-    {"group_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(group_context)), METH_FASTCALL,
-     "group_context(func, rest, spec, args, kwargs): a profile context's call, bound in C when usual."},
-    {"pool_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(pool_context)), METH_FASTCALL,
-     "pool_context(func, rest, spec, args, kwargs): a pool context's call, returned as it is when inside."},
+    {"group_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(group_context)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "group_context(func, rest, spec, *args, **kwargs): a profile context's call, bound in C when usual."},
+    {"pool_context", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(pool_context)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "pool_context(func, rest, spec, *args, **kwargs): a pool context's call, returned as it is when inside."},
     {"configure_contexts", configure_contexts, METH_VARARGS,
      "configure_contexts(active, hook_state, binds_body, lists_segments, holder, labels, group_type, compiler): "
      "what the entries read."},

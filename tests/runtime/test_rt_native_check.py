@@ -7,6 +7,8 @@ where two groups over the same rank are two groups."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import sys
 import textwrap
 import threading
@@ -357,6 +359,43 @@ def test_the_class_attributes_read_in_c_follow_their_classes(groups, native, eng
     with runtime.enforce("report"):
         made.append(engine.symmetric(a))
     assert [type(m).__name__ for m in made] == ["Manager", "Manager", "Other", "Symmetric", "Other"]
+
+
+def test_a_profile_context_in_a_module_is_a_c_call_while_the_extension_is_in_use(groups, native, engine,
+                                                                                 monkeypatch) -> None:
+    """Its wrapper is a ``functools.partial`` over the extension's entry, which reads as the
+    function it wraps; a shim installed before the extension was in use switches to it once
+    it is; uninstalled, the module holds the engine's function again."""
+    a, _ = groups
+    original = engine.symmetric
+    entries = Native.group_context, Native.pool_context
+    monkeypatch.setattr(Native, "group_context", None)
+    monkeypatch.setattr(Native, "pool_context", None)
+    with runtime.enforce("report"):
+        assert type(engine.symmetric) is not functools.partial  # the extension not in use yet
+        _targets.use_native(native)  # the hook settles while this shim binds
+        form = engine.symmetric
+        assert type(form) is functools.partial and form.func is entries[0]
+        assert (form.__wrapped__, form.__name__) == (original, "symmetric")
+        assert inspect.signature(form) == inspect.signature(original)
+        assert type(engine.use_pool) is functools.partial and engine.use_pool.func is entries[1]
+        with runtime.enforce("report"):  # a shim installed now takes the C form at once
+            assert type(engine.symmetric) is functools.partial
+    assert engine.symmetric is original
+
+
+def test_a_profile_context_called_in_compiled_code_is_traced_as_its_function(groups, native, engine) -> None:
+    """torch.compile traces the C form as the engine's call (fullgraph: no graph break)."""
+    a, _ = groups
+
+    def step(t):
+        engine.symmetric(a, disabled=True)
+        return t * 2
+
+    with runtime.enforce("report"):
+        assert type(engine.symmetric) is functools.partial
+        out = torch.compile(step, backend="eager", fullgraph=True)(torch.ones(4))
+    assert out.tolist() == [2.0] * 4
 
 @pytest.fixture
 def hooked(native, monkeypatch):
