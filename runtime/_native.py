@@ -52,8 +52,8 @@ def traced_as_call(*entries: Callable[..., Any], spread: bool = False) -> None:
 
             if spread:
                 @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
-                def traced_spread(func: Any, rest: Any, spec: Any, *args: Any, **kwargs: Any) -> Any:
-                    return func(*args, **kwargs)
+                def traced_spread(func: Any, rest: Any, spec: Any, /, *args: Any, **kwargs: Any) -> Any:
+                    return func(*args, **kwargs)  # positional-only above: the call's own names may be these
             else:
                 @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
                 def traced(func: Any, rest: Any, spec: Any, args: tuple, kwargs: dict) -> Any:

@@ -61,6 +61,10 @@ ENGINE = textwrap.dedent(
         return Symmetric(group)
 
 
+    def described(group, spec=None):  # a parameter named as one of the extension entry's own
+        return Symmetric(group)
+
+
     POOL = Pool()
 
 
@@ -96,6 +100,10 @@ CONFIG = textwrap.dedent(
     param = "group"
     index = 0
     disabled = "disabled"
+
+    [tool.commgroup-lint.extend-profile.contexts."cglnative.described"]
+    param = "group"
+    index = 0
 
     [tool.commgroup-lint.extend-profile.contexts."cglnative.symmetric_over_pool"]
     param = "group"
@@ -390,10 +398,11 @@ def test_a_profile_context_called_in_compiled_code_is_traced_as_its_function(gro
 
     def step(t):
         engine.symmetric(a, disabled=True)
+        engine.described(a, spec="s")
         return t * 2
 
     with runtime.enforce("report"):
-        assert type(engine.symmetric) is functools.partial
+        assert type(engine.symmetric) is type(engine.described) is functools.partial
         out = torch.compile(step, backend="eager", fullgraph=True)(torch.ones(4))
     assert out.tolist() == [2.0] * 4
 
