@@ -361,7 +361,9 @@ PyObject* remember(PyObject*, PyObject* const* a, Py_ssize_t n) {
   }
   PyObject* group = a[3];
   uintptr_t g = reinterpret_cast<uintptr_t>(group);
-  bool added = false;
+  // Held before any pass names it (an error below may leave some): no other group is made at
+  // its address while they live.
+  if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(Py_NewRef(group));
   auto add = [&](PyObject* value) -> int {
     Pass key;
     if (!key_of(value, key)) return 0;
@@ -392,7 +394,6 @@ PyObject* remember(PyObject*, PyObject* const* a, Py_ssize_t n) {
     Py_XDECREF(bases.basis[slot].record);
     for (int i = slot; i > 0; --i) bases.basis[i] = bases.basis[i - 1];
     bases.basis[0] = basis;
-    added = true;
     return 0;
   };
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a[1]); ++i) {
@@ -404,9 +405,6 @@ PyObject* remember(PyObject*, PyObject* const* a, Py_ssize_t n) {
     while (PyDict_Next(a[2], &pos, &name, &value)) {
       if (add(value) < 0) return nullptr;
     }
-  }
-  if (added && std::find(groups.begin(), groups.end(), group) == groups.end()) {
-    groups.push_back(Py_NewRef(group));
   }
   Py_RETURN_NONE;
 }

@@ -179,9 +179,10 @@ int bind_group(PyObject* cm, PyObject* spec, const Arguments& args, PyObject** o
 int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, const Arguments& args,
               PyObject** out) {
   int binds = binds_memo.ask(sources.binds_body, reinterpret_cast<PyObject*>(Py_TYPE(cm)));
-  if (binds <= 0) {
+  if (binds < 0) return -1;
+  if (binds == 0) {
     *out = Py_NewRef(cm);
-    return binds < 0 ? -1 : 1;
+    return 1;
   }
   int compiled = compiling();
   if (compiled != 0) return compiled < 0 ? -1 : 0;
@@ -190,9 +191,10 @@ int bind_with(PyObject* manager_type, PyObject* cm, PyObject* spec, const Argume
     PyObject* off = args.get(off_name, PyTuple_GET_ITEM(spec, 1));
     if (off == nullptr && PyErr_Occurred()) return -1;
     int truth = off != nullptr ? PyObject_IsTrue(off) : 0;
-    if (truth != 0) {
+    if (truth < 0) return -1;
+    if (truth > 0) {
       *out = Py_NewRef(cm);
-      return truth < 0 ? -1 : 1;
+      return 1;
     }
   }
   PyObject* group = args.get(PyTuple_GET_ITEM(spec, 2), PyTuple_GET_ITEM(spec, 3));

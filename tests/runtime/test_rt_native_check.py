@@ -406,6 +406,20 @@ def test_a_profile_context_called_in_compiled_code_is_traced_as_its_function(gro
         out = torch.compile(step, backend="eager", fullgraph=True)(torch.ones(4))
     assert out.tolist() == [2.0] * 4
 
+
+def test_a_context_whose_switch_cannot_be_read_raises_and_frees_its_manager(groups, native, engine,
+                                                                            monkeypatch) -> None:
+    """``bool()`` of the ``disabled`` argument raises (a tensor of two values): the call raises
+    it, and the engine's manager it made is released."""
+    a, _ = groups
+    freed = []
+    monkeypatch.setattr(_allocator_hook.HookState, "context", Manager)
+    monkeypatch.setattr(engine.Symmetric, "__del__", lambda self: freed.append(1), raising=False)
+    with runtime.enforce("report"):
+        with pytest.raises(RuntimeError, match="ambiguous"):
+            engine.symmetric(a, disabled=torch.ones(2))
+    assert freed == [1]
+
 @pytest.fixture
 def hooked(native, monkeypatch):
     """The built extension as the process's allocation hook, its allocator played by the test:
