@@ -33,6 +33,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -428,6 +429,9 @@ class Targets:
         self.rebind: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, wrapper)
         self.sweeping = False  # patches made while applying: the functions may have aliases
         self.in_modules: list[tuple[Any, str, Any]] = []  # (module, name, wrapper) of contexts
+        # the hook may settle on another thread than the one that removes the patches
+        self.forms_lock = threading.Lock()
+        self.removed = False
 
     def apply(self) -> None:
         k = self.knowledge
@@ -449,7 +453,9 @@ class Targets:
         for module, callback in self.watching:
             _imports.forget(module, callback)
         self.watching.clear()
-        self.patcher.restore()
+        with self.forms_lock:
+            self.removed = True
+            self.patcher.restore()
 
     def _resolve(self, prefix: str, module: types.ModuleType, complete: bool) -> bool:
         """Patch what ``module`` defines of the names under ``prefix``; True when none is left."""
@@ -494,11 +500,13 @@ class Targets:
         self.patcher.set(module, name, _native_form(wrapper) or wrapper)
 
     def use_native_forms(self) -> None:
-        """The contexts' wrappers in modules that are still Python take their C form."""
-        for module, name, wrapper in self.in_modules:
-            form = vars(module).get(name) is wrapper and _native_form(wrapper)
-            if form:
-                self.patcher.set(module, name, form)
+        """The contexts' wrappers in modules that are still Python take their C form (none once
+        the patches are removed: a form set then would have nothing to undo it)."""
+        with self.forms_lock:
+            for module, name, wrapper in () if self.removed else self.in_modules:
+                form = vars(module).get(name) is wrapper and _native_form(wrapper)
+                if form:
+                    self.patcher.set(module, name, form)
 
     def _patch_class(self, name: str, cls: type) -> None:
         k = self.knowledge
