@@ -35,6 +35,14 @@ class Native:
 _TRACED: list[Callable[..., Any]] = []  # the entries given to torch.compile (held: their ids stay theirs)
 
 
+def _as_call(func: Any, rest: Any, spec: Any, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
+
+
+def _as_spread_call(func: Any, rest: Any, spec: Any, /, *args: Any, **kwargs: Any) -> Any:
+    return func(*args, **kwargs)  # positional-only above: the call's own names may be these
+
+
 def traced_as_call(*entries: Callable[..., Any], spread: bool = False) -> None:
     """torch.compile traces each of ``entries`` (``entry(func, rest, spec, args, kwargs)``, or
     with ``spread`` ``entry(func, rest, spec, *args, **kwargs)``) as ``func(*args, **kwargs)``:
@@ -49,15 +57,8 @@ def traced_as_call(*entries: Callable[..., Any], spread: bool = False) -> None:
             if entry in _TRACED:  # torch.compile takes one polyfill per function
                 continue
             _TRACED.append(entry)
-
-            if spread:
-                @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
-                def traced_spread(func: Any, rest: Any, spec: Any, /, *args: Any, **kwargs: Any) -> Any:
-                    return func(*args, **kwargs)  # positional-only above: the call's own names may be these
-            else:
-                @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
-                def traced(func: Any, rest: Any, spec: Any, args: tuple, kwargs: dict) -> Any:
-                    return func(*args, **kwargs)
+            torch.compiler.substitute_in_graph(entry, skip_signature_check=True)(
+                _as_spread_call if spread else _as_call)
         return True
 
     _imports.when_imported("torch._dynamo", register)

@@ -305,14 +305,15 @@ def use_native(native: Any) -> None:
 def _native_form(wrapper: Callable[..., Any]) -> Callable[..., Any] | None:
     """A profile context's wrapper as a C call: ``functools.partial`` over the extension's
     entry, which runs no Python of the shim's on the usual call (the wrapper's frame, its
-    argument tuple and dictionary cost a third of a context's entry); None without the
-    extension. It reads as the function it wraps (name, ``__wrapped__``, signature), and
-    torch.compile traces it as the call it stands for (``_native.traced_as_call``)."""
-    entry = getattr(wrapper, "native_entry", None)
-    if entry is None or getattr(Native, entry[0]) is None:
+    argument tuple and dictionary were about a quarter of what the shim adds to a context);
+    None without the extension. It reads as the function it wraps (name, ``__wrapped__``,
+    signature), and torch.compile traces it as the call it stands for
+    (``_native.traced_as_call``)."""
+    kind, func, rest, spec = getattr(wrapper, "native_entry", (None,) * 4)
+    enter = getattr(Native, kind) if kind is not None else None
+    if enter is None:
         return None
-    kind, func, rest, spec = entry
-    return functools.update_wrapper(functools.partial(getattr(Native, kind), func, rest, spec), func)
+    return functools.update_wrapper(functools.partial(enter, func, rest, spec), func)
 
 
 _BINDING = "_commgroup_lint_binding"
@@ -503,7 +504,9 @@ class Targets:
         """The contexts' wrappers in modules that are still Python take their C form (none once
         the patches are removed: a form set then would have nothing to undo it)."""
         with self.forms_lock:
-            for module, name, wrapper in () if self.removed else self.in_modules:
+            if self.removed:
+                return
+            for module, name, wrapper in self.in_modules:
                 form = vars(module).get(name) is wrapper and _native_form(wrapper)
                 if form:
                     self.patcher.set(module, name, form)
