@@ -24,11 +24,23 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.facts import Allocation, Consumption, FunctionFacts, display_group, is_symbolic
 from commgroup_lint.analysis.siblings import (
-    Convention, Site, convention, group_argument, group_parameter, selection_in_scope, siblings,
+    Convention,
+    Site,
+    convention,
+    group_argument,
+    group_parameter,
+    selection_in_scope,
+    siblings,
 )
 from commgroup_lint.analysis.verdict import Mismatch
 from commgroup_lint.edits import (
-    add_argument, add_import, append_keyword, insert_statement_before, replace_span, span_text, starts_line,
+    add_argument,
+    add_import,
+    append_keyword,
+    insert_statement_before,
+    replace_span,
+    span_text,
+    starts_line,
     statement_text,
 )
 from commgroup_lint.model import Applicability, Edit, Fix

@@ -22,10 +22,10 @@ from commgroup_lint.docs import fix_safety, render_rule_doc
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
+from commgroup_lint.model import Confidence, RuleSelection
 from commgroup_lint.noqa import suppress
 from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
 from commgroup_lint.parsing import FRONTENDS
-from commgroup_lint.model import Confidence, RuleSelection
 from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
 from commgroup_lint.reporters.text import print_findings, summary

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import tokenize
-
 from typing import TYPE_CHECKING
 
 from commgroup_lint.analysis import ir

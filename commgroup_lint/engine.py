@@ -23,13 +23,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from commgroup_lint import suppressions
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.summaries import (
-    IndexedModule, ModuleAnalysis, ModuleSource, Previous, SummaryIndex, index_module,
+    IndexedModule,
+    ModuleAnalysis,
+    ModuleSource,
+    Previous,
+    SummaryIndex,
+    index_module,
 )
-from commgroup_lint import suppressions
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
@@ -89,7 +94,7 @@ class Linter:
         definitions of allocators (which allocate through a context or another allocator)."""
         return self.api.allocation_words()
 
-    def index(self, sources: list[SourceFile], mentions: "Mentions | None" = None,
+    def index(self, sources: list[SourceFile], mentions: Mentions | None = None,
               memo: Callable[[ModuleSource], Previous | None] | None = None,
               digests: dict[str, bytes] | None = None) -> None:
         """Summarise the scanned code's own helpers before any file is checked."""
@@ -97,7 +102,7 @@ class Linter:
         self._build_index([ModuleSource(s.path, s.display, s.text, digests.get(s.display, b"")) for s in sources],
                           mentions or Mentions({s.display: s.text for s in sources}, anchors=self.api.word_anchors), memo)
 
-    def _build_index(self, modules: list[ModuleSource], mentions: "Mentions",
+    def _build_index(self, modules: list[ModuleSource], mentions: Mentions,
                      memo: Callable[[ModuleSource], Previous | None] | None, resume: bool = False) -> None:
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
         index.build(modules, mentions, resume)
@@ -240,14 +245,14 @@ class Linter:
         result.findings.sort(key=lambda f: f.sort_key)
         return result
 
-    def _cached_check(self, file: "_File", gated: bool) -> CheckResult | None:
+    def _cached_check(self, file: _File, gated: bool) -> CheckResult | None:
         """The cache's check of the file, if it still holds (same gate, same answers)."""
         cached = file.record.result if file.record is not None else None
         if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
             return cached
         return None
 
-    def _checks(self, files: list["_File"]) -> dict[str, tuple[list[Finding | InternalError], Lookups]]:
+    def _checks(self, files: list[_File]) -> dict[str, tuple[list[Finding | InternalError], Lookups]]:
         """Each file's outcomes and the lookups they depend on; half of them in a forked child
         (see `forked`) unless an observer must see every file's facts here."""
         def check(part: Sequence[_File]) -> list[tuple[list[Finding | InternalError], Lookups]]:
@@ -265,7 +270,7 @@ class Linter:
         result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
         progress()
 
-    def _record(self, file: "_File", mentions: "Mentions", check: CheckResult | None, started: int) -> FileRecord:
+    def _record(self, file: _File, mentions: Mentions, check: CheckResult | None, started: int) -> FileRecord:
         index = self._index
         analyses: tuple[ModuleAnalysis, ...] = ()
         hop, final = None, -1

@@ -28,7 +28,7 @@ class Confidence(str, enum.Enum):
     def rank(self) -> int:
         return {"high": 2, "medium": 1, "low": 0}[self.value]
 
-    def at_least(self, other: "Confidence") -> bool:
+    def at_least(self, other: Confidence) -> bool:
         return self.rank >= other.rank
 
 

@@ -21,7 +21,7 @@ from commgroup_lint.fixer import FixedFile, FixReport
 from commgroup_lint.model import Finding
 from commgroup_lint.rules.cgl000_unreadable_file import UnreadableFile
 from commgroup_lint.source import SourceError, line_starts, read_source
-from commgroup_lint.suppressions import SELF_CODES, DIRECTIVE, layout
+from commgroup_lint.suppressions import DIRECTIVE, SELF_CODES, layout
 
 NOT_SUPPRESSED = frozenset({UnreadableFile.code, *SELF_CODES})
 

@@ -100,7 +100,7 @@ class Methods:
     register_pool: frozenset[str] = frozenset()  # bind their pool argument to the group
     size: frozenset[str] = frozenset()  # return the group's world size (`pg.size()`)
 
-    def merged(self, other: "Methods") -> "Methods":
+    def merged(self, other: Methods) -> Methods:
         return Methods(*(getattr(self, f.name) | getattr(other, f.name) for f in fields(Methods)))
 
 
@@ -137,20 +137,20 @@ class Profile:
     """Names the user's configuration describes: a definition in the scanned code never overrides them."""
     names: tuple[str, ...] = ()
     """The profiles merged into this one, base first."""
-    parts: tuple["Profile", ...] = ()
+    parts: tuple[Profile, ...] = ()
     """Those profiles themselves (each engine's own groups and detection), base first."""
     runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
     """The `[runtime]` table: what only the runtime shim needs (see `runtime_profile`)."""
 
     @property
-    def components(self) -> tuple["Profile", ...]:
+    def components(self) -> tuple[Profile, ...]:
         return self.parts or (self,)
 
     @property
     def collective_methods(self) -> frozenset[str]:
         return self.methods.collective
 
-    def merged(self, other: "Profile", pin: bool = False) -> "Profile":
+    def merged(self, other: Profile, pin: bool = False) -> Profile:
         """This profile extended (and overridden, entry by entry) by `other`; with `pin`, the
         other's entries are the user's (a scanned definition of the same name never replaces them)."""
         dicts = {

@@ -45,15 +45,15 @@ class Invalid:
 class FileContext:
     """Everything a rule may read about one file."""
 
-    source: "SourceFile"
+    source: SourceFile
     module: ir.Module
-    imports: "ImportTable"
-    functions: list["FunctionFacts"]
-    api: "Api"
+    imports: ImportTable
+    functions: list[FunctionFacts]
+    api: Api
 
-    def finding(self, rule: type["Rule"], span: ir.Span, message: str, fix: Fix | None = None, *,
+    def finding(self, rule: type[Rule], span: ir.Span, message: str, fix: Fix | None = None, *,
                 condition: str | None = None, confidence: Confidence = Confidence.HIGH,
-                allocation: "Allocation | None" = None) -> Finding:
+                allocation: Allocation | None = None) -> Finding:
         return Finding(
             code=rule.code,
             path=self.source.display,
@@ -67,7 +67,7 @@ class FileContext:
             binding=self.binding(allocation) if allocation is not None else None,
         )
 
-    def binding(self, allocation: "Allocation") -> Binding:
+    def binding(self, allocation: Allocation) -> Binding:
         """Where the memory gets its group: the call in the scanned code that chose it for the
         helper binding it, else inside that helper, else at the call itself."""
         where = allocation.via if allocation.chosen else allocation.bound_at

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 

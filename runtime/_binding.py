@@ -24,10 +24,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._allocator_hook import HookState, hook
 from . import _check, _collectives, _targets
-from ._native import traced_as_call
+from ._allocator_hook import HookState, hook
 from ._groups import _ProcessGroup, as_process_group
+from ._native import traced_as_call
 from ._sites import SiteFinder
 from ._state import Active, keep_counts_in
 from ._table import POOLS, TABLE, Record

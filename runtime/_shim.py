@@ -14,8 +14,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
-
 from . import _binding, _knowledge, _log, _registration
 from ._collectives import CollectiveHooks
 from ._divergence import Divergence

@@ -17,7 +17,6 @@ from . import ENV_VAR
 from ._imports import say, when_imported
 from ._report import MODES, OFF, parse_switch
 
-
 _STARTED: list[bool] = []
 
 

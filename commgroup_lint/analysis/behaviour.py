@@ -114,7 +114,7 @@ class Partial:
     """`functools.partial(path, ...)`: a callable with some arguments given (each its possibilities)."""
 
     path: str
-    args: tuple[tuple[str | None, tuple["Returned", ...]], ...]
+    args: tuple[tuple[str | None, tuple[Returned, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -122,12 +122,12 @@ class Instance:
     """An instance of a class of the scanned code (with what a record class holds by field)."""
 
     cls: str
-    fields: tuple[tuple[str, tuple["Returned", ...]], ...] = ()
+    fields: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
 class Items:
-    items: tuple[tuple["Returned", ...], ...]
+    items: tuple[tuple[Returned, ...], ...]
 
 
 Returned = Union[Groups, NewGroup, Argument, Size, Memory, Context, PoolContext, Flag, Constant, Partial, Instance,
@@ -154,7 +154,7 @@ class CallsParam:
     terms: a caller passing a known function (or a record holding one) makes that call."""
 
     param: ArgRef | None
-    args: tuple[tuple["Returned", ...], ...]
+    args: tuple[tuple[Returned, ...], ...]
     cond: PathCondition = frozenset()
     field: str | None = None
 

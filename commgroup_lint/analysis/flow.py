@@ -16,20 +16,53 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
 from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
-    GLOBAL, LOCAL, PARAM, QUANTITY, SELF, Branches, Literal, PathCondition, Substitution, choice_key,
-    constant_operand, contradicts, key_operands, mentions, operand_scope, relation_key,
+    GLOBAL,
+    LOCAL,
+    PARAM,
+    QUANTITY,
+    SELF,
+    Branches,
+    Literal,
+    PathCondition,
+    Substitution,
+    choice_key,
+    constant_operand,
+    contradicts,
+    key_operands,
+    mentions,
+    operand_scope,
+    relation_key,
 )
 from commgroup_lint.analysis.facts import (
-    SYMBOLIC, UNKNOWN, UNKNOWN_VALUE, Allocation, BufferFact, CallableFact, CondFact, ConstFact, Consumption, ContextFact,
-    Fact, FunctionFacts, GroupFact, Guarded, ObjectFact, ParamCall, ParamFact, ParamUse, PathFact, SizeFact, TupleFact,
+    SYMBOLIC,
+    UNKNOWN,
+    UNKNOWN_VALUE,
+    Allocation,
+    BufferFact,
+    CallableFact,
+    CondFact,
+    ConstFact,
+    Consumption,
+    ContextFact,
+    Fact,
+    FunctionFacts,
+    GroupFact,
+    Guarded,
+    ObjectFact,
+    ParamCall,
+    ParamFact,
+    ParamUse,
+    PathFact,
+    SizeFact,
+    TupleFact,
     Value,
 )
 from commgroup_lint.analysis.names import ImportTable
@@ -748,7 +781,7 @@ class FunctionFlow:
         return order
 
     # behaviours -------------------------------------------------------------------------
-    def substitution(self, arguments: "_Arguments", receiver: str | None) -> Substitution:
+    def substitution(self, arguments: _Arguments, receiver: str | None) -> Substitution:
         params: dict[int | str, str | None] = {}
         literals: dict[int | str, Branches] = {}
         constants: dict[int | str, object] = {}
@@ -761,7 +794,7 @@ class FunctionFlow:
                 constants[index] = expr.value
         return Substitution(params, literals, constants, receiver)
 
-    def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: "_Arguments",
+    def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: _Arguments,
                       sub: Substitution) -> None:
         display = path.partition("(")[0].rpartition(".")[2]
         for consume in behaviour.consumes:
@@ -797,7 +830,7 @@ class FunctionFlow:
                 self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
                               via=(kept.via, kept.chosen))
 
-    def replay_calls(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: "_Arguments",
+    def replay_calls(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: _Arguments,
                      sub: Substitution, record: object) -> None:
         """The calls the callee makes of a callable this call passes it (`to_dp_local(dp_reduce_scatter,
         ...)`), or of one its receiver holds (`self.reduce(...)` in a method of a record; `record`:
@@ -826,14 +859,14 @@ class FunctionFlow:
             finally:
                 self._replays -= 1
 
-    def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: "_Arguments",
+    def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: _Arguments,
                         sub: Substitution | None = None) -> set[Fact]:
         out: set[Fact] = set()
         for item in items:
             out |= self.instantiate(item, path, c, arguments, sub)
         return out
 
-    def instantiate(self, item: b.Returned, path: str, c: ir.Call | None, arguments: "_Arguments",
+    def instantiate(self, item: b.Returned, path: str, c: ir.Call | None, arguments: _Arguments,
                     sub: Substitution | None) -> set[Fact]:
         if isinstance(item, b.Groups):
             variant = arguments.variant(item.variants) if c is not None else None
@@ -936,7 +969,7 @@ class FunctionFlow:
 
         return render(expr)
 
-    def allocate(self, how: str, name: str, c: ir.Call, arguments: "_Arguments", binding: b.Binding,
+    def allocate(self, how: str, name: str, c: ir.Call, arguments: _Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False)) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
@@ -982,7 +1015,7 @@ class FunctionFlow:
         self._allocations[key] = allocation
         return allocation
 
-    def register(self, register: b.Register, path: str, c: ir.Call, arguments: "_Arguments") -> None:
+    def register(self, register: b.Register, path: str, c: ir.Call, arguments: _Arguments) -> None:
         """`rendezvous(t, group)`: the tensor's memory is bound from here on."""
         target = arguments.expr(register.buffer)
         if target is None:

@@ -36,21 +36,21 @@ class Name:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Attr:
-    value: "Expr"
+    value: Expr
     attr: str
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Arg:
-    value: "Expr"
+    value: Expr
     keyword: str | None = None
     star: str = ""  # "", "*" or "**"
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Call:
-    func: "Expr"
+    func: Expr
     args: tuple[Arg, ...]
     span: Span = NO_SPAN
     source: Any = field(default=None, compare=False, repr=False)
@@ -75,7 +75,7 @@ class Call:
                 position += 1
         return None
 
-    def keyword(self, name: str) -> "Expr | None":
+    def keyword(self, name: str) -> Expr | None:
         for a in self.args:
             if a.keyword == name:
                 return a.value
@@ -88,43 +88,43 @@ class Call:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Subscript:
-    value: "Expr"
-    index: "Expr | None" = None  # a single index (`t[0]`, `mesh["tp"]`); None for slices and several
+    value: Expr
+    index: Expr | None = None  # a single index (`t[0]`, `mesh["tp"]`); None for slices and several
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class TupleExpr:
-    elts: tuple["Expr", ...]
+    elts: tuple[Expr, ...]
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class IfExpr:
-    test: "Expr"
-    body: "Expr"
-    orelse: "Expr"
+    test: Expr
+    body: Expr
+    orelse: Expr
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Compare:
-    left: "Expr"
+    left: Expr
     ops: tuple[str, ...]
-    comparators: tuple["Expr", ...]
+    comparators: tuple[Expr, ...]
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class BoolOp:
     op: str  # "and" | "or"
-    values: tuple["Expr", ...]
+    values: tuple[Expr, ...]
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Not:
-    operand: "Expr"
+    operand: Expr
     span: Span = NO_SPAN
 
 
@@ -139,7 +139,7 @@ class NamedExpr:
     """`(target := value)`: binds the name and evaluates to the value."""
 
     target: str
-    value: "Expr"
+    value: Expr
     span: Span = NO_SPAN
 
 
@@ -147,7 +147,7 @@ class NamedExpr:
 class Starred:
     """`*value` inside a tuple or list display: its elements are not known by position."""
 
-    value: "Expr"
+    value: Expr
     span: Span = NO_SPAN
 
 
@@ -156,7 +156,7 @@ class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
     arithmetic (`a + b`, `-a`), which makes a new tensor."""
 
-    children: tuple["Expr", ...] = ()
+    children: tuple[Expr, ...] = ()
     span: Span = NO_SPAN
     arith: bool = False
 
@@ -183,8 +183,8 @@ class ExprStmt:
 @dataclass(frozen=True, eq=False, slots=True)
 class If:
     test: Expr
-    body: tuple["Stmt", ...]
-    orelse: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
     span: Span = NO_SPAN
 
 
@@ -194,8 +194,8 @@ class Loop:
 
     target: Expr | None
     iter: Expr
-    body: tuple["Stmt", ...]
-    orelse: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
     span: Span = NO_SPAN
 
 
@@ -208,16 +208,16 @@ class WithItem:
 @dataclass(frozen=True, eq=False, slots=True)
 class With:
     items: tuple[WithItem, ...]
-    body: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
     span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Try:
-    body: tuple["Stmt", ...]
-    handlers: tuple[tuple["Stmt", ...], ...]
-    orelse: tuple["Stmt", ...]
-    finalbody: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
+    handlers: tuple[tuple[Stmt, ...], ...]
+    orelse: tuple[Stmt, ...]
+    finalbody: tuple[Stmt, ...]
     span: Span = NO_SPAN
 
 
@@ -254,7 +254,7 @@ class Param:
 class FunctionDef:
     name: str
     params: tuple[Param, ...]
-    body: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
     decorators: tuple[Expr, ...]
     span: Span = NO_SPAN  # the `def` line (decorators excluded)
 
@@ -262,7 +262,7 @@ class FunctionDef:
 @dataclass(frozen=True, eq=False, slots=True)
 class ClassDef:
     name: str
-    body: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
     span: Span = NO_SPAN
     bases: tuple[Expr, ...] = ()
     fields: tuple[str, ...] = ()  # names annotated in the class body, in order (a record's fields)

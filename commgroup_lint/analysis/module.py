@@ -18,8 +18,20 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import GLOBAL, QUANTITY, SELF
 from commgroup_lint.analysis.facts import (
-    SYMBOLIC, BufferFact, CallableFact, CondFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact,
-    ParamFact, PathFact, SizeFact, TupleFact, Value,
+    SYMBOLIC,
+    BufferFact,
+    CallableFact,
+    CondFact,
+    ContextFact,
+    Fact,
+    FunctionFacts,
+    GroupFact,
+    ObjectFact,
+    ParamFact,
+    PathFact,
+    SizeFact,
+    TupleFact,
+    Value,
 )
 from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
 from commgroup_lint.analysis.names import ImportTable

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
-from commgroup_lint.analysis.facts import Allocation, FunctionFacts
 from commgroup_lint.analysis.conditions import display_literal
+from commgroup_lint.analysis.facts import Allocation, FunctionFacts
 from commgroup_lint.analysis.flow import FunctionFlow, Scope, known_groups
 from commgroup_lint.analysis.names import ImportTable
 

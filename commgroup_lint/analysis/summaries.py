@@ -25,11 +25,24 @@ from typing import NamedTuple
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api, binds_memory
-from commgroup_lint.analysis.facts import (
-    Allocation, BufferFact, CallableFact, CondFact, ConstFact, ContextFact, Fact, FunctionFacts, GroupFact, ObjectFact,
-    ParamFact, PathFact, SizeFact, TupleFact, is_symbolic,
-)
 from commgroup_lint.analysis.conditions import PARAM, SIZE, kind, relation_key
+from commgroup_lint.analysis.facts import (
+    Allocation,
+    BufferFact,
+    CallableFact,
+    CondFact,
+    ConstFact,
+    ContextFact,
+    Fact,
+    FunctionFacts,
+    GroupFact,
+    ObjectFact,
+    ParamFact,
+    PathFact,
+    SizeFact,
+    TupleFact,
+    is_symbolic,
+)
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
 from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
@@ -316,7 +329,7 @@ class SummaryIndex:
         return self.api.allocation_words()
 
     def build(self, sources: Iterable[tuple[Path, str, str]] | Iterable[ModuleSource],
-              mentions: "Callable[[Iterable[str], set[str]], set[str]] | None" = None, resume: bool = False) -> None:
+              mentions: Callable[[Iterable[str], set[str]], set[str]] | None = None, resume: bool = False) -> None:
         """Index on demand: first the files that name an allocator (every finding and every
         allocator definition is there), then the modules defining the helpers those files
         call with a buffer or use as a group, and so on, a few hops deep.

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import (
-    CALLABLE, FLAG, PathCondition, configuration, contradicts, display_condition, implies, kind,
+    CALLABLE,
+    FLAG,
+    PathCondition,
+    configuration,
+    contradicts,
+    display_condition,
+    implies,
+    kind,
 )
 from commgroup_lint.analysis.facts import Consumption, Guarded, is_symbolic
 from commgroup_lint.model import Confidence

@@ -108,7 +108,7 @@ def sarif_fix(fix: Fix, path: str, text: str) -> dict[str, Any]:
     }
 
 
-def _replacement(edit: Edit, lines: "_LineIndex") -> dict[str, Any]:
+def _replacement(edit: Edit, lines: _LineIndex) -> dict[str, Any]:
     start_line, start_column = lines.position(edit.start)
     end_line, end_column = lines.position(edit.end)
     replacement: dict[str, Any] = {"deletedRegion": {
