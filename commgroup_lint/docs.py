@@ -13,12 +13,16 @@ from pathlib import Path
 from commgroup_lint.rule import Rule, all_rules
 
 
-@cache
 def fix_safety(rule: type[Rule]) -> str | None:
     """`safe`, `unsafe`, or `safe or unsafe`: how the fixes of the rule's INVALID examples
     apply (derived from its own tests, not declared); None when it offers none."""
-    if not rule.fixable:
-        return None
+    return _fix_safety(rule.code) if rule.fixable else None
+
+
+@cache
+def _fix_safety(code: str) -> str | None:
+    rule = all_rules().by_code(code)
+    assert rule is not None, code
     from commgroup_lint.discovery import Discovered
     from commgroup_lint.engine import Linter
     from commgroup_lint.model import RuleSelection

@@ -83,7 +83,7 @@ class InconsistentSelection(Rule):
         for site in sites(ctx.functions):
             kind = consumer_kind(site)
             found = convention(site, ctx.api, ctx.imports) if kind and site.allocation.missing_param is None else None
-            if found is not None:
+            if found is not None and kind:
                 families[(site.allocation.class_name, site.allocation.short_name, kind)].append((site, found))
         planner = FixPlanner(ctx)
         for members in families.values():

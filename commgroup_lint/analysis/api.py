@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis.conditions import parse_guarded, parse_relation
@@ -152,7 +152,7 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
     """Every profile entry as the `Entry` the dataflow reads."""
     calls: dict[str, list[b.Returned]] = {}
     values: dict[str, list[b.Returned]] = {}
-    effects: dict[str, dict[str, tuple]] = {}
+    effects: dict[str, dict[str, Any]] = {}  # Behaviour's keyword arguments, by entry
 
     def returns(name: str, item: b.Returned) -> None:
         (values if _is_attribute(name) else calls).setdefault(name, []).append(item)
@@ -292,7 +292,8 @@ class Api:
         for name in self.entries.names():
             word = name.partition("(")[0].rpartition(".")[2]
             module = name.partition("(")[0].rpartition(".")[0]
-            if word in shared and module and binds_memory((entry := self.entries.get(name)) and entry.call):
+            entry = self.entries.get(name)
+            if word in shared and module and entry is not None and binds_memory(entry.call):
                 anchors.setdefault(word, set()).add(module.rpartition(".")[2])
         return {word: frozenset(found) for word, found in anchors.items()}
 

@@ -12,7 +12,6 @@ arguments, and the callee's conditions are read in the caller's terms (see
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from commgroup_lint.analysis.conditions import PathCondition
 from commgroup_lint.analysis.facts import Guarded
@@ -130,8 +129,8 @@ class Items:
     items: tuple[tuple[Returned, ...], ...]
 
 
-Returned = Union[Groups, NewGroup, Argument, Size, Memory, Context, PoolContext, Flag, Constant, Partial, Instance,
-                 Items]
+Returned = (Groups | NewGroup | Argument | Size | Memory | Context | PoolContext | Flag | Constant | Partial | Instance
+            | Items)
 
 
 @dataclass(frozen=True)

@@ -381,9 +381,9 @@ class FunctionFlow:
         return self.block(s.finalbody) and through
 
     def bind(self, target: ir.Expr, value: Value, source: ir.Expr | None) -> None:
-        if isinstance(target, ir.Name) or self.on_self(target):
+        key = self.reference_key(target)
+        if key is not None:
             value = self.flag_value(value, source)
-            key = target.id if isinstance(target, ir.Name) else f"self.{target.attr}"  # type: ignore[union-attr]
             self.env[key] = value
             self._bindings[key] = self._bindings.get(key, 0) + 1
             if key.startswith("self."):
@@ -407,9 +407,9 @@ class FunctionFlow:
 
     def grow(self, target: ir.Expr, value: Value) -> None:
         """`groups.append(g)`: the list holds one more element."""
-        key = target.id if isinstance(target, ir.Name) else f"self.{target.attr}"  # type: ignore[attr-defined]
-        held = self.env.get(key)
-        if held is None:
+        key = self.reference_key(target)
+        held = self.env.get(key) if key is not None else None
+        if key is None or held is None:
             return
         grown = frozenset(g for f in held for g in (TupleFact.of(f.items + (value,)) if isinstance(f, TupleFact) else {f}))
         self.env[key] = grown
@@ -476,7 +476,7 @@ class FunctionFlow:
                 self.eval(sub)
         elif isinstance(e, ir.BoolOp):
             values = [self.eval(sub) for sub in e.values]
-            carried = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
+            carried: Value = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
             functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
                                   or isinstance(f, PathFact) and f.named)
             if functions:  # `step or default_step`: a callable either way, a parameter's included
@@ -507,6 +507,14 @@ class FunctionFlow:
     def on_self(self, e: ir.Expr) -> bool:
         return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == self.self_name \
             and self.self_name is not None
+
+    def reference_key(self, e: ir.Expr | None) -> str | None:
+        """The environment's key of a reference the flow tracks (`x`, `self.x`), else None."""
+        if isinstance(e, ir.Name):
+            return e.id
+        if isinstance(e, ir.Attr) and self.on_self(e):
+            return f"self.{e.attr}"
+        return None
 
     def attribute(self, e: ir.Attr) -> Value:
         if self.on_self(e):
@@ -590,7 +598,7 @@ class FunctionFlow:
                     receiver = self.as_group(receiver, receiver_expr)  # only a group has these methods
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
                 self.contexts.extend(f.allocation for f in args[0] if isinstance(f, ContextFact))
-            elif method in _LIST_GROWING and args and (isinstance(receiver_expr, ir.Name) or self.on_self(receiver_expr)):
+            elif method in _LIST_GROWING and args and self.reference_key(receiver_expr) is not None:
                 self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
             for f in receiver:
                 if isinstance(f, ParamFact) and method in self.api.profile.methods.same_group:
@@ -617,9 +625,10 @@ class FunctionFlow:
             result |= self.call_path(path, c, call_args, receiver_operand, record=record)
         if not result:
             result.add(UNKNOWN)
+        value: Value = frozenset(result)
         if self.contexts and made_new and not any(isinstance(f, _NOT_MEMORY) for f in result):
-            result = self.made_in_contexts(result, c)
-        value = self._call_values[id(c)] = frozenset(result)
+            value = self.made_in_contexts(result, c)
+        self._call_values[id(c)] = value
         return value
 
     def made_in_contexts(self, result: set[Fact], c: ir.Call | None = None) -> Value:
@@ -676,8 +685,7 @@ class FunctionFlow:
         """What tells one choice of a callable from another: a name (or `self.x`) and how often it
         was bound before the call (two calls of one binding are one choice; a name bound again
         holds a new one), else the call itself."""
-        key = callee.id if isinstance(callee, ir.Name) else f"self.{callee.attr}" \
-            if callee is not None and self.on_self(callee) else None  # type: ignore[union-attr]
+        key = self.reference_key(callee)
         if key is None:
             return f"{self.scope.display}:{c.span.line}:{c.span.col}"
         return f"{key}#{self._bindings.get(key, 0)}"
@@ -723,7 +731,8 @@ class FunctionFlow:
         arguments = _Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
         self.apply_effects(behaviour, path, c, arguments, sub)
-        returned = self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns else {UNKNOWN}
+        returned: set[Fact] = (self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns
+                               else {UNKNOWN})
         self.replay_calls(behaviour, path, c, arguments, sub, record)  # after the returns: they are named first
         return returned
 
@@ -731,7 +740,7 @@ class FunctionFlow:
         """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given)."""
         init = self.resolve_method("__init__", cls)
         behaviour = self.api.call(init) if init else None
-        if behaviour is not None:
+        if init and behaviour is not None:
             arguments = _Arguments(c, args, ())
             sub = self.substitution(arguments, None)
             self.apply_effects(behaviour, init, c, arguments, sub)
@@ -764,8 +773,7 @@ class FunctionFlow:
         local = self.scope.local_classes or {}
         if cls in local:
             return local[cls]
-        found = self.api.classes.get(cls)
-        return found  # type: ignore[return-value]
+        return self.api.classes.get(cls)
 
     def mro(self, cls: str) -> list[str]:
         order: list[str] = []
@@ -785,7 +793,8 @@ class FunctionFlow:
         params: dict[int | str, str | None] = {}
         literals: dict[int | str, Branches] = {}
         constants: dict[int | str, object] = {}
-        for index, expr, value in [*arguments.positional(), *arguments.keywords()]:
+        passed: list[tuple[int | str, ir.Expr | None, Value]] = [*arguments.positional(), *arguments.keywords()]
+        for index, expr, value in passed:
             params[index] = self.operand(expr) if expr is not None else None
             cond = [f for f in value if isinstance(f, CondFact)]
             if cond:
@@ -1106,7 +1115,7 @@ class FunctionFlow:
         """`dp_scatter(local, global)`: remember the pair; a local copy is not a collective."""
         if dst is None or src is None:
             return
-        sources = [f.allocation for f in src if isinstance(f, BufferFact)] or [None]
+        sources: list[Allocation | None] = [f.allocation for f in src if isinstance(f, BufferFact)] or [None]
         for f in dst:
             if isinstance(f, BufferFact):
                 self.facts.scatter_pairs.extend((f.allocation, s) for s in sources)
@@ -1128,12 +1137,12 @@ class FunctionFlow:
                 key, holds = relation_key(left, test.ops[0], right)
                 return frozenset({(key, holds)}), frozenset({(key, not holds)})
             return frozenset(), frozenset()
-        key = self.operand(test)
-        when_true = frozenset({(key, True)}) if key else frozenset()
-        when_false = frozenset({(key, False)}) if key else frozenset()
+        operand = self.operand(test)
+        when_true = frozenset({(operand, True)}) if operand else frozenset()
+        when_false = frozenset({(operand, False)}) if operand else frozenset()
         if isinstance(test, ir.Name):
             held = self.env.get(test.id)
-        elif self.on_self(test):
+        elif isinstance(test, ir.Attr) and self.on_self(test):
             held = self.attribute(test)
         elif isinstance(test, ir.Call):
             held = self._call_values.get(id(test))

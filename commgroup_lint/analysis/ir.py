@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 
 class Span(NamedTuple):
@@ -161,7 +161,8 @@ class OtherExpr:
     arith: bool = False
 
 
-Expr = Union[Name, Attr, Call, Subscript, TupleExpr, IfExpr, Compare, BoolOp, Not, Const, NamedExpr, Starred, OtherExpr]
+Expr = (Name | Attr | Call | Subscript | TupleExpr | IfExpr | Compare | BoolOp | Not | Const | NamedExpr | Starred
+        | OtherExpr)
 
 
 # Statements -------------------------------------------------------------------------
@@ -302,7 +303,8 @@ class OtherStmt:
     span: Span = NO_SPAN
 
 
-Stmt = Union[Assign, ExprStmt, If, Loop, With, Try, Assert, Return, Jump, FunctionDef, ClassDef, Import, OtherStmt]
+Stmt = (Assign | ExprStmt | If | Loop | With | Try | Assert | Return | Jump | FunctionDef | ClassDef | Import
+        | OtherStmt)
 
 
 def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -> Stmt:

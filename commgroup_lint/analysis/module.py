@@ -152,7 +152,7 @@ def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
 
 # each IR node type's fields that hold other nodes (not its span, nor its front end's node)
 _IR_FIELDS: dict[type, tuple[str, ...]] = {
-    kind: tuple(name for name in kind.__slots__ if name not in ("span", "source"))
+    kind: tuple(name for name in vars(kind)["__slots__"] if name not in ("span", "source"))
     for kind in vars(ir).values()
     if isinstance(kind, type) and kind.__module__ == ir.__name__ and "__slots__" in vars(kind) and kind is not ir.Span
 }
@@ -210,7 +210,7 @@ class _ModuleAnalysis:
     def imported_attributes(self, cls: str) -> list[tuple[str, Value]]:
         """What a class of another module (and its own bases) stores on `self`, as indexed."""
         found: list[tuple[str, Value]] = []
-        pending, seen = [cls], set()
+        pending, seen = [cls], set[str]()
         while pending and len(seen) < 32:
             klass = pending.pop(0)
             info = self.api.classes.get(klass)

@@ -42,7 +42,7 @@ class Recorder:
                 log[_name][key] = found
             return found
 
-        table.get = get  # type: ignore[method-assign]
+        table.get = get  # type: ignore[method-assign,assignment]
 
     @contextmanager
     def recording(self, into: Lookups | None = None) -> Iterator[Lookups]:

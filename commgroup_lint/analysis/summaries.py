@@ -383,6 +383,7 @@ class SummaryIndex:
         if self.memo is None:
             return 0
         previous = {d: p for d, s in pending.items() if (p := self.memo(s)) is not None and p.hop is not None}
+        last_hop = max((p.hop for p in previous.values() if p.hop is not None), default=-1)
         if not previous:
             return 0
         for display in sorted(previous):
@@ -396,7 +397,7 @@ class SummaryIndex:
         self._install_all()
         self._install_misuses()
         self._settle(rounds=MAX_ROUNDS)
-        return max(p.hop for p in previous.values()) + 1  # type: ignore[type-var]
+        return last_hop + 1
 
     def _add(self, source: ModuleSource, hop: int) -> None:
         self.hop_of[source.display] = hop
@@ -667,7 +668,7 @@ def _misuses(facts: list[FunctionFacts], display: str, api: Api) -> tuple[tuple[
         if c.allocation.hidden and c.allocation.bound_at
         and any(m.confidence is not Confidence.LOW for m in mismatches(c, api))  # a path known to be taken
     }
-    return tuple(sorted(found))  # type: ignore[arg-type]
+    return tuple(sorted(found))
 
 
 _INIT = ".__init__"
