@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from commgroup_lint.model import Finding, Position
-from commgroup_lint.runtime._log import merged
+from commgroup_lint.runtime._log import merged  # type: ignore[import-not-found]  # mapped from runtime/
 
 _FIELDS = {"code": str, "path": str, "line": int, "message": str}  # what a finding is made of
 
@@ -50,14 +50,20 @@ def _record(line: bytes, number: int, path: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise fail(f"is JSON but not a violation record (an object): {line[:40].decode('utf-8', 'replace')}")
     for name, kind in _FIELDS.items():
-        value = record.get(name)
-        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
+        if not _holds(record.get(name), kind):
             expected = "a positive integer" if kind is int else "a string"
             raise fail(f"has no field '{name}' holding {expected}")
     rank = record.get("rank")
     if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)):
         raise fail("has a field 'rank' that is not an integer")
     return record
+
+
+def _holds(value: object, kind: type) -> bool:
+    """Whether `value` is of `kind` (an integer: a positive one, not a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    return not isinstance(value, int) or value >= 1
 
 
 def _finding(record: dict[str, Any]) -> Finding:

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_bad_input import GOOD
 
 ENTRY = "import sys\nsys.argv[0] = 'commgroup-lint'\nfrom commgroup_lint.entry import main\nmain()\n"
