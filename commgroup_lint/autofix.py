@@ -15,6 +15,9 @@ engine whose API the file uses, imported from that engine's module.
 
 from __future__ import annotations
 
+import io
+import re
+import tokenize
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -205,9 +208,12 @@ class FixPlanner:
             if already != conv.key:  # the function does not choose the group yet: copy the siblings' choice
                 if not starts_line(source, allocation.statement):
                     return None, Choice(None, "the siblings' selection of the group cannot be inserted before a statement that does not start its own line")
-                sibling_source = statement_text(source, conv.statement)
+                variable = self._free_name(self.site(allocation), conv.variable)
+                sibling_source = _renamed(statement_text(source, conv.statement), conv.statement, conv.variable, variable)
                 edits.append(insert_statement_before(source, allocation.statement.line, sibling_source))
-            expression = conv.variable
+                expression = variable
+            else:
+                expression = conv.variable
         elif conv is not None:
             expression = span_text(source, conv.argument.span)
         else:
@@ -226,6 +232,23 @@ class FixPlanner:
         edits.append(edit)
         applicability = Applicability.SAFE if choice.safe else Applicability.UNSAFE
         return Fix(tuple(sorted(edits, key=lambda e: e.start)), applicability, f"Pass `{expression}`: {choice.origin}"), choice
+
+    def _free_name(self, site: Site, name: str) -> str:
+        """`name`, or `selected_name` (then `selected_name_2`, ...) when the function already
+        names it (a parameter, a `global`, a later use): the copied selection must not rebind
+        the caller's own."""
+        taken = _names(self._function_text(site))
+        candidates = (name, f"selected_{name}", *(f"selected_{name}_{n}" for n in range(2, len(taken) + 3)))
+        return next(c for c in candidates if c not in taken)
+
+    def _function_text(self, site: Site) -> str:
+        """The source of the function holding the site (the whole file at module level)."""
+        node, source = site.function.node, self.ctx.source
+        if node is None or not node.body:
+            return source.text
+        end = max(stmt.span.end_line for stmt in node.body)
+        stop = source.line_starts[end] if end < len(source.line_starts) else len(source.text)
+        return source.text[source.line_starts[node.span.line - 1]:stop]
 
     def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit | str:
         """The edit passing `expression` as the group, or why there is none. A group already
@@ -300,6 +323,30 @@ class FixPlanner:
         if any(n.name == "*" and n.level == 0 and n.module == info.import_from for n in bound.values()):
             return call, None  # star-imported already
         return call, add_import(self.ctx.source, self.ctx.module, info.import_from, name)
+
+
+def _names(text: str) -> set[str]:
+    """Every name token of `text` (attributes too: `x.group` counts, which only errs on the safe
+    side); every word, comments and strings included, if it cannot be tokenized."""
+    try:
+        return {t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME}
+    except (tokenize.TokenError, SyntaxError):
+        return set(re.findall(r"\w+", text))
+
+
+def _renamed(text: str, statement: ir.Stmt, old: str, new: str) -> str:
+    """The selection `statement` (its dedented `text`) binding `new` where it binds `old`: only
+    the assignment targets are renamed, found by their spans."""
+    if new == old:
+        return text
+    blocks = (statement.body, statement.orelse) if isinstance(statement, ir.If) else ((statement,),)
+    targets = [t.span for block in blocks for stmt in block if isinstance(stmt, ir.Assign)
+               for t in stmt.targets if isinstance(t, ir.Name) and t.id == old]
+    lines = text.split("\n")
+    for span in sorted(targets, key=lambda sp: (sp.line, sp.col), reverse=True):
+        row, col = span.line - statement.span.line, span.col - statement.span.col
+        lines[row] = lines[row][:col] + new + lines[row][col + len(old):]
+    return "\n".join(lines)
 
 
 def _returns_only(behaviour: b.Behaviour | None, group: str) -> bool:

@@ -1,7 +1,7 @@
 """The `commgroup-lint` command.
 
-Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input, a file that could not
-be written (--add-noqa) or internal error.
+Exit codes: as docs/usage.md lists them ("Exit codes"); `entry` turns what escapes a command
+into one line and exit 2 (130 for Ctrl-C).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
     \b
     Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
     (a path that does not exist, a bad configuration), a file that could not
-    be written (--add-noqa) or internal error.
+    be written (--fix, --add-noqa) or internal error, 130 interrupted.
     Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
     """
 
@@ -155,7 +155,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
             return settings.lint(where, checked, advance)
 
     linter, result = lint()
-    fixed = None
+    fixed, unwritten = None, False  # unwritten: a fix that could not be written (exit 2)
     if add_noqa:
         sys.exit(_add_noqa(result, quiet))
     if piped is not None and fix:  # the fixed source on stdout, the report on stderr (as ruff)
@@ -172,15 +172,15 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         if diff:
             _print_diff(report, quiet)
-            sys.exit(EXIT_ERROR if result.internal_errors else EXIT_FINDINGS if report.files else EXIT_CLEAN)
+            sys.exit(EXIT_ERROR if result.internal_errors or report.failures else EXIT_FINDINGS if report.files else EXIT_CLEAN)
         write(report)
         for path, reason in report.failures:
             click.echo(f"error: could not fix {path}: {reason}", err=True)
-        fixed = report.fixed
+        fixed, unwritten = report.fixed, bool(report.failures)
         if report.files:
             linter, result = lint()
     _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color)
-    sys.exit(_exit_code(result, exit_zero))
+    sys.exit(EXIT_ERROR if unwritten else _exit_code(result, exit_zero))
 
 
 def _reads_stdin(paths: Sequence[str], stdin_filename: str | None) -> bool:
@@ -307,9 +307,12 @@ def runtime_log(log: str, output_format: str, output_file: str | None, exit_zero
     One finding per distinct violation, at its allocation line, in any output format
     (SARIF for code scanning, GitHub annotations, ...). Exits 1 when there are any.
     """
-    from commgroup_lint.runtime._log import findings
+    from commgroup_lint.runtime_log import LogError, findings
 
-    result = LintResult(findings=findings(log))
+    try:
+        result = LintResult(findings=findings(log))
+    except LogError as err:
+        raise UserError(str(err)) from None
     _report(result, output_format, quiet=False, output_file=output_file)
     sys.exit(EXIT_CLEAN if exit_zero else _exit_code(result))
 

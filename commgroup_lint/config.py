@@ -79,7 +79,7 @@ def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
         if standalone.is_file():
             return standalone
         pyproject = directory / PYPROJECT
-        if pyproject.is_file() and SECTION in _read_toml(pyproject).get("tool", {}):
+        if pyproject.is_file() and _section(_read_toml(pyproject), pyproject) is not None:
             return pyproject
     return None
 
@@ -99,8 +99,7 @@ def load_config(path: Path) -> Config:
     """Read and check one configuration file (`pyproject.toml` or `commgroup-lint.toml`)."""
     data = _read_toml(path)
     if path.name == PYPROJECT:
-        tool = data.get("tool", {})
-        data = tool.get(SECTION, {}) if isinstance(tool, dict) else {}
+        data = _section(data, path) or {}
         prefix = "tool.commgroup-lint."
     else:
         prefix = ""
@@ -117,8 +116,30 @@ def anchor(pattern: str, root: Path) -> str:
 
 def _common_directory(paths: Iterable[Path]) -> Path:
     resolved = [Path(os.path.abspath(p)) for p in paths]
-    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    try:
+        dirs = [p if p.is_dir() else p.parent for p in resolved]
+    except OSError as err:  # a folder on the way that may not be searched
+        raise ConfigError(f"cannot look for a configuration at '{err.filename}': {err.strerror or err}; "
+                          "check the folder's permissions") from None
     return Path(os.path.commonpath([str(d) for d in dirs]))
+
+
+def _section(data: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """`[tool.commgroup-lint]` of a `pyproject.toml` (None when it has none); raises
+    `ConfigError` when `tool` or the section is not a table."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: key 'tool' must be a table ([tool]), not {_kind(tool)}")
+    section = tool.get(SECTION)
+    if section is not None and not isinstance(section, dict):
+        raise ConfigError(f"{path}: key 'tool.{SECTION}' must be a table ([tool.{SECTION}]), not {_kind(section)}")
+    return section
+
+
+def _kind(value: object) -> str:
+    """How TOML names a value's type, for messages."""
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array"}
+    return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -146,7 +167,7 @@ class _Parser:
                 hint = f"; did you mean '{key.replace('_', '-')}'?" if key.replace("_", "-") in _KEYS else ""
                 raise self.fail(key, f"unknown key (expected one of: {', '.join(_KEYS)}){hint}")
         confidence = data.get("min-confidence")
-        if confidence is not None and confidence not in {c.value for c in Confidence}:
+        if confidence is not None and (not isinstance(confidence, str) or confidence not in {c.value for c in Confidence}):
             raise self.fail("min-confidence", "must be one of: high, medium, low")
         return Config(
             min_confidence=Confidence(confidence) if confidence is not None else None,
@@ -227,6 +248,8 @@ class _Parser:
                 found.append(parse_profile(toml.loads(path.read_text(encoding="utf-8")), origin=str(path)))
             except OSError as err:
                 raise self.fail("profile-files", f"cannot read '{path}': {err.strerror or err}") from None
+            except UnicodeDecodeError:
+                raise self.fail("profile-files", f"'{path}' is not UTF-8 text; save it as UTF-8") from None
             except toml.TOMLDecodeError as err:
                 raise self.fail("profile-files", f"'{path}' is not valid TOML: {err}") from None
             except ProfileError as err:

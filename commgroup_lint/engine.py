@@ -25,6 +25,7 @@ from pathlib import Path
 
 from commgroup_lint import suppressions
 from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.lower_ast import MAX_NESTING
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.summaries import (
@@ -318,6 +319,10 @@ class Linter:
             except ParseFailure as failure:
                 yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
                 return
+        for lost in indexed.module.too_deep:
+            yield from self._unreadable(source.display, f"function `{lost.name}` nested too deeply to analyse (more than "
+                                        f"{MAX_NESTING} levels); the rest of the file was checked",
+                                        lost.span.line, lost.span.col + 1)
         with self.recorder.recording(log):
             if functions is None:
                 try:

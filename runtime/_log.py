@@ -67,19 +67,3 @@ def merged(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             first["ranks"].append(r["rank"])
     return list(out.values())
 
-
-def findings(path: str) -> list[Any]:  # list[Finding]
-    """The log's violations as the linter's findings, one per distinct violation, at its
-    allocation line (paths below the working directory made relative), for its reporters."""
-    from commgroup_lint.model import Finding, Position
-
-    records, _ = read(path)
-    out = []
-    for r in merged(records):
-        relative = os.path.relpath(r["path"])
-        where = r["path"] if relative.startswith("..") else relative
-        ranks = f" (ranks {', '.join(map(str, sorted(r['ranks'])))})" if r["ranks"] else ""
-        message = r["message"].removeprefix(f"{r['code']} ")  # the reporters print the code
-        start = Position(r["line"], 1)
-        out.append(Finding(r["code"], where, start, start, message + ranks))
-    return sorted(out, key=lambda f: f.sort_key)

@@ -154,6 +154,17 @@ def scoped(literals: Iterable[Literal], keep: tuple[str, ...]) -> frozenset[Lite
 PORTABLE = (QUANTITY, GLOBAL, SELF, PARAM)  # literals a summary can carry (locals mean nothing elsewhere)
 
 
+@dataclass(frozen=True)
+class _Fork:
+    """An undecided `if` whose body was walked, waiting for its `else` (see `FunctionFlow.branch`)."""
+
+    start_cond: PathCondition
+    when_true: PathCondition
+    when_false: PathCondition
+    through_body: bool
+    body_env: Env
+
+
 @dataclass
 class Scope:
     """Where a function sits: its module's imports, its class (for `self.m()` and `super()`)."""
@@ -253,29 +264,49 @@ class FunctionFlow:
         return True
 
     def branch(self, test: ir.Expr, body: Sequence[ir.Stmt], orelse: Sequence[ir.Stmt]) -> bool:
-        self.eval(test)
-        if self.facts.allocations:
-            self.want_flags(test)
-        decided = self.decided(test)
-        if decided is not None:  # `if not norm_fused:` where norm_fused is False: one branch runs
-            return self.block(body if decided else orelse)
-        when_true, when_false = self.literals(test)
-        start_env, start_cond = self.env, self.cond
-        empty = _emptiness_test(test)  # (variable, whether the test is true when it is empty)
-        self.env, self.cond = _emptied(start_env, empty, True), start_cond | when_true
-        through_body, body_env = self.block(body), self.env
-        self.env, self.cond = _emptied(start_env, empty, False), start_cond | when_false
-        through_else, else_env = self.block(orelse), self.env
-        if through_body and through_else:
-            body_env, else_env = self.guarded(body_env, else_env, when_true), self.guarded(else_env, body_env, when_false)
-            self.env, self.cond = join(body_env, else_env), start_cond
-        elif through_body:
-            self.env, self.cond = body_env, start_cond | when_true
+        """An `if` and its `elif`s, walked in a loop rather than by recursing once per `elif` (a
+        chain of thousands is valid Python): each undecided test forks the path, and the forks
+        join again from the last `elif` back to the `if`, as nested `if`s would."""
+        forks: list[_Fork] = []
+        while True:
+            self.eval(test)
+            if self.facts.allocations:
+                self.want_flags(test)
+            decided = self.decided(test)
+            if decided:  # `if not norm_fused:` where norm_fused is False: one branch runs
+                through = self.block(body)
+                break
+            if decided is None:
+                when_true, when_false = self.literals(test)
+                start_env, start_cond = self.env, self.cond
+                empty = _emptiness_test(test)  # (variable, whether the test is true when it is empty)
+                self.env, self.cond = _emptied(start_env, empty, True), start_cond | when_true
+                through_body = self.block(body)
+                forks.append(_Fork(start_cond, when_true, when_false, through_body, self.env))
+                self.env, self.cond = _emptied(start_env, empty, False), start_cond | when_false
+            chained = orelse[0] if len(orelse) == 1 and isinstance(orelse[0], ir.If) else None
+            if chained is None:
+                through = self.block(orelse)
+                break
+            self.statement = chained.span
+            test, body, orelse = chained.test, chained.body, chained.orelse
+        for fork in reversed(forks):
+            through = self.join_fork(fork, through)
+        return through
+
+    def join_fork(self, fork: _Fork, through_else: bool) -> bool:
+        """The paths through an `if` joined, its `else` just walked (`self.env`)."""
+        body_env, else_env = fork.body_env, self.env
+        if fork.through_body and through_else:
+            body_env, else_env = self.guarded(body_env, else_env, fork.when_true), self.guarded(else_env, body_env, fork.when_false)
+            self.env, self.cond = join(body_env, else_env), fork.start_cond
+        elif fork.through_body:
+            self.env, self.cond = body_env, fork.start_cond | fork.when_true
         elif through_else:
-            self.env, self.cond = else_env, start_cond | when_false
+            self.env, self.cond = else_env, fork.start_cond | fork.when_false
         else:
-            self.env, self.cond = join(body_env, else_env), start_cond
-        return through_body or through_else
+            self.env, self.cond = join(body_env, else_env), fork.start_cond
+        return fork.through_body or through_else
 
     def want_flags(self, test: ir.Expr) -> None:
         """A helper tested where this function binds memory may decide which group consumes it

@@ -318,3 +318,4 @@ def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -
 @dataclass(frozen=True, eq=False, slots=True)
 class Module:
     body: tuple[Stmt, ...]
+    too_deep: tuple[FunctionDef, ...] = ()  # functions nested too deeply to analyse, kept with no body

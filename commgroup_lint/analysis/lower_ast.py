@@ -8,7 +8,9 @@ from typing import Any
 
 from commgroup_lint.analysis import ir
 
-MAX_NESTING = 200  # expression and statement levels; deeper files are reported (CGL000), not analysed
+MAX_NESTING = 200
+"""Expression and statement levels (an `elif` is not one); a function nested deeper is reported
+(CGL000) and left out of the analysis, a deeper statement outside any function loses the file."""
 
 _COMPARE_OPS: dict[type, str] = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
@@ -19,6 +21,7 @@ _COMPARE_OPS: dict[type, str] = {
 class _AstLowerer:
     def __init__(self, text: str) -> None:
         self._depth = 0
+        self.too_deep: list[ir.FunctionDef] = []  # functions left with no body: nested too deeply
         # only \n, \r\n and \r end a line for the tokenizer (not \f or \x1c as for str.splitlines)
         self._lines = text.split("\n") if "\r" not in text else re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
         # the lines where a byte column is not a character column (most files have none)
@@ -133,7 +136,7 @@ class _AstLowerer:
         if isinstance(node, ast.Expr):
             return ir.ExprStmt(self.expr(node.value), span)
         if isinstance(node, ast.If):
-            return ir.If(self.expr(node.test), self.body(node.body), self.body(node.orelse), span)
+            return self.if_chain(node)
         if isinstance(node, (ast.For, ast.AsyncFor)):
             return ir.Loop(self.expr(node.target), self.expr(node.iter), self.body(node.body), self.body(node.orelse), span)
         if isinstance(node, ast.While):
@@ -173,6 +176,17 @@ class _AstLowerer:
         exprs = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
         return ir.OtherStmt(exprs, span)
 
+    def if_chain(self, node: ast.If) -> ir.If:
+        """An `if` and its `elif`s (an `else` holding only an `if`), lowered in a loop and counted
+        as one level: the `elif`s of a chain are not nested in one another, whatever the tree says."""
+        chain = [node]
+        while len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If):
+            chain.append(chain[-1].orelse[0])
+        lowered = self.body(chain[-1].orelse)
+        for link in reversed(chain):
+            lowered = (ir.If(self.expr(link.test), self.body(link.body), lowered, self.span(link)),)
+        return lowered[0]  # type: ignore[return-value]
+
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, span: ir.Span) -> ir.FunctionDef:
         a = node.args
         positional = [*a.posonlyargs, *a.args]
@@ -189,9 +203,16 @@ class _AstLowerer:
         header = self._lines[node.lineno - 1] if node.lineno <= len(self._lines) else ""
         name_end = _name_end(header, span.col, node.name)
         def_span = ir.Span(node.lineno, span.col, node.lineno, name_end)
-        return ir.FunctionDef(
-            node.name, tuple(params), self.body(node.body), tuple(self.expr(d) for d in node.decorator_list), def_span
-        )
+        decorators = tuple(self.expr(d) for d in node.decorator_list)
+        depth = self._depth
+        try:
+            body = self.body(node.body)
+        except RecursionError:  # this function is lost, not the file
+            self._depth = depth
+            left_out = ir.FunctionDef(node.name, tuple(params), (), decorators, def_span)
+            self.too_deep.append(left_out)
+            return left_out
+        return ir.FunctionDef(node.name, tuple(params), body, decorators, def_span)
 
     def match(self, node: ast.stmt) -> ir.Stmt:
         cases = [self.body(case.body) for case in node.cases]  # type: ignore[attr-defined]
@@ -222,4 +243,6 @@ def _name_end(header: str, col: int, name: str) -> int:
 
 
 def lower_ast(tree: ast.Module, text: str) -> ir.Module:
-    return ir.Module(_AstLowerer(text).body(tree.body))
+    lowerer = _AstLowerer(text)
+    body = lowerer.body(tree.body)
+    return ir.Module(body, tuple(lowerer.too_deep))

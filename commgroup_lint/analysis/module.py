@@ -349,11 +349,16 @@ def _is_static_or_class_method(fn: ir.FunctionDef) -> bool:
 
 def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:
     """Definitions at this level, including those under `if`/`try`/`except` (conditional definitions,
-    such as the fallback defined when an import fails)."""
-    for stmt in body:
-        if isinstance(stmt, kind):
+    such as the fallback defined when an import fails), in order; a stack of blocks, not recursion,
+    so that an `elif` chain of any length is walked."""
+    blocks = [iter(body)]
+    while blocks:
+        stmt = next(blocks[-1], None)
+        if stmt is None:
+            blocks.pop()
+        elif isinstance(stmt, kind):
             yield stmt
         elif isinstance(stmt, ir.If):
-            yield from _definitions(stmt.body + stmt.orelse, kind)
+            blocks.append(iter(stmt.body + stmt.orelse))
         elif isinstance(stmt, ir.Try):
-            yield from _definitions(stmt.body + sum(stmt.handlers, ()) + stmt.orelse + stmt.finalbody, kind)
+            blocks.append(iter(stmt.body + sum(stmt.handlers, ()) + stmt.orelse + stmt.finalbody))

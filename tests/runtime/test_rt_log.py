@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from commgroup_lint import runtime_log
 from commgroup_lint.runtime import _log
 from commgroup_lint.runtime._report import Violation
 from test_cli import run
@@ -57,7 +58,7 @@ def test_the_same_violation_on_several_ranks_is_one_finding(log: Path) -> None:
     for rank in (1, 0):
         _log.append(_violation(rank), "report")
     _log.append(_violation(0, line=5), "report")
-    [first, second] = _log.findings(str(log))
+    [first, second] = runtime_log.findings(str(log))
     assert (first.code, first.path, first.start.line) == ("CGL002", "model.py", 3)
     assert first.message.endswith("at model.py:9 (ranks 0, 1)") and not first.message.startswith("CGL002")
     assert second.start.line == 5 and second.message.endswith("(ranks 0)")
