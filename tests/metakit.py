@@ -254,7 +254,7 @@ REWRITES: dict[str, Rewrite] = {
 
 NOT_FOLLOWED = frozenset({
     "dict", "lambda", "closure", "star_args", "star_kwargs", "instance_attribute", "property",
-    "callable_object", "generator", "comprehension", "with_as", "match_capture", "or_none",
+    "callable_object", "generator", "comprehension", "with_as",
 })
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed):
 `scripts/metamorphic_report.py` shows which; `tests/test_metamorphic.py` holds each to it."""

@@ -507,6 +507,10 @@ class FunctionFlow:
                 self.eval(sub)
         elif isinstance(e, ir.BoolOp):
             values = [self.eval(sub) for sub in e.values]
+            if e.op == "or":  # `a or b` is `a` whenever `a` is an object that is always true
+                values = values[:next((i + 1 for i, v in enumerate(values) if _always_true(v)), len(values))]
+                if len(values) == 1:
+                    return values[0]
             carried: Value = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
             functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
                                   or isinstance(f, PathFact) and f.named)
@@ -1263,6 +1267,7 @@ class FunctionFlow:
         return frozenset()
 
 
+_TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
 _GUARDED = (GroupFact, ParamFact, BufferFact)  # what carries the condition of the branch that left it
 _NOT_MEMORY = (GroupFact, SizeFact, ContextFact, CondFact, CallableFact, ObjectFact, ConstFact)
 
@@ -1486,6 +1491,14 @@ def _switched_off(item: b.Context, arguments: _Arguments) -> bool:
         if isinstance(expr, ir.Const) and expr.value is off:
             return True
     return False
+
+
+def _always_true(value: Value) -> bool:
+    """Whether every possibility of the value is an object Python reads as true (a group, a
+    context manager, a function: none defines `__bool__` or `__len__`). A group known only by
+    the expression holding it may be None."""
+    return bool(value) and all(isinstance(f, _TRUE_OBJECTS) and not (isinstance(f, GroupFact)
+                                                                     and f.group.startswith(SYMBOLIC)) for f in value)
 
 
 def _is_none(expr: ir.Expr | None) -> bool:

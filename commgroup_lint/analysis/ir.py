@@ -307,11 +307,17 @@ Stmt = (Assign | ExprStmt | If | Loop | With | Try | Assert | Return | Jump | Fu
         | OtherStmt)
 
 
-def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -> Stmt:
-    """`match` as a chain of `if`s with unknown tests: each case is a branch, one of them runs."""
+def match_as_ifs(subject: Expr, cases: Sequence[tuple[str | None, tuple[Stmt, ...]]], span: Span) -> Stmt:
+    """`match` as a chain of `if`s with unknown tests: each case is a branch, one of them runs.
+    The subject is evaluated once, into a name of its own; a case whose pattern captures the
+    subject (`case x:`, `case P as x:`) starts by binding it. `cases` holds (capture, body)."""
+    held = Name(f"$match:{span.line}:{span.col}", span)
     chain: tuple[Stmt, ...] = ()
-    for body in reversed(cases):
-        chain = (If(OtherExpr((subject,)), body, chain, span),)
+    for i, (capture, body) in enumerate(reversed(cases)):
+        if capture is not None:
+            body = (Assign((Name(capture, span),), held, span), *body)
+        test = NamedExpr(held.id, subject, span) if i == len(cases) - 1 else held
+        chain = (If(OtherExpr((test,)), body, chain, span),)
     return chain[0] if chain else OtherStmt((subject,), span)
 
 

@@ -171,8 +171,8 @@ class _AstLowerer:
                 ir.ImportName(node.module or "", a.name, a.asname or a.name, node.level) for a in node.names
             )
             return ir.Import(names, span, node)
-        if type(node).__name__ == "Match":
-            return self.match(node)  # type: ignore[arg-type]
+        if isinstance(node, ast.Match):
+            return self.match(node)
         exprs = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
         return ir.OtherStmt(exprs, span)
 
@@ -214,9 +214,10 @@ class _AstLowerer:
             return left_out
         return ir.FunctionDef(node.name, tuple(params), body, decorators, def_span)
 
-    def match(self, node: ast.stmt) -> ir.Stmt:
-        cases = [self.body(case.body) for case in node.cases]  # type: ignore[attr-defined]
-        return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))  # type: ignore[attr-defined]
+    def match(self, node: ast.Match) -> ir.Stmt:
+        cases = [(case.pattern.name if isinstance(case.pattern, ast.MatchAs) else None, self.body(case.body))
+                 for case in node.cases]
+        return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))
 
 
 _EXPRESSIONS: dict[type, Any] = {

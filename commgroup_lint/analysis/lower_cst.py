@@ -158,7 +158,9 @@ class _CstLowerer:
                            for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
             return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name), bases, fields)
         if isinstance(node, cst.Match):
-            return ir.match_as_ifs(self.expr(node.subject), [self.body(case.body) for case in node.cases], span)
+            cases = [(case.pattern.name.value if isinstance(case.pattern, cst.MatchAs) and case.pattern.name else None,
+                      self.body(case.body)) for case in node.cases]
+            return ir.match_as_ifs(self.expr(node.subject), cases, span)
         return ir.OtherStmt((), span)
 
     def orelse(self, node: cst.If | cst.Else | None) -> tuple[ir.Stmt, ...]:
