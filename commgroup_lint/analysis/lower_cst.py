@@ -85,7 +85,9 @@ class _CstLowerer:
 
     # statements
     def body(self, block: cst.BaseSuite | Sequence[cst.CSTNode]) -> tuple[ir.Stmt, ...]:
-        nodes = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else block
+        nodes: Sequence[cst.CSTNode] = () if isinstance(block, cst.BaseSuite) else block
+        if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            nodes = block.body
         out: list[ir.Stmt] = []
         for node in nodes:
             if isinstance(node, cst.SimpleStatementLine):
