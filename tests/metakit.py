@@ -253,7 +253,7 @@ REWRITES: dict[str, Rewrite] = {
 }
 
 NOT_FOLLOWED = frozenset({
-    "dict", "lambda", "closure", "star_args", "star_kwargs", "instance_attribute", "property",
+    "lambda", "closure", "star_args", "instance_attribute", "property",
     "callable_object", "generator", "comprehension", "with_as",
 })
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed):
@@ -342,20 +342,23 @@ def binding_line(text: str) -> int:
 
 
 class Checker:
-    """Lints rendered programs in one folder with one linter (what a run over many needs)."""
+    """Lints each rendered program in a folder of its own, under one profile."""
 
     def __init__(self, folder: Path, profile: object) -> None:
         self.folder = folder
-        self.linter = Linter(profile, RuleSelection(("CGL002",)), min_confidence=Confidence.MEDIUM,  # type: ignore[arg-type]
-                             gate=True)
+        self.profile = profile
+        self.count = 0
 
     def findings(self, case: Case) -> tuple[list[tuple[str, int]], str]:
         files = render(case)
-        for old in self.folder.glob("*.py"):
-            old.unlink()
+        self.count += 1
+        folder = self.folder / f"case{self.count}"  # a new path for each program: nothing stale
+        folder.mkdir()
         for name, text in files.items():
-            (self.folder / f"{name}.py").write_text(text, encoding="utf-8")
-        found = self.linter.lint(discover([str(self.folder)])).findings
+            (folder / f"{name}.py").write_text(text, encoding="utf-8")
+        # a linter of its own: what one program's run learns must not reach the next
+        linter = Linter(self.profile, RuleSelection(("CGL002",)), min_confidence=Confidence.MEDIUM)  # type: ignore[arg-type]
+        found = linter.lint(discover([str(folder)])).findings
         return sorted((f.code, f.start.line) for f in found if f.path.endswith("step.py")), files["step"]
 
     def holds(self, case: Case) -> tuple[bool, str]:

@@ -14,6 +14,7 @@ conditions are read in the caller's terms, and what it consumes is recorded.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -118,6 +119,21 @@ def flatten(value: Value) -> Iterator[Fact]:
                 yield from flatten(item)
         else:
             yield f
+
+
+def iterated_elements(value: Value) -> Value:
+    """What iterating over the value yields: each item of a tuple or list whatever it holds
+    (a group, a helper's result resolved later, a pair to unpack), a buffer's rows (views of its
+    memory); of anything else, something unknown."""
+    out: set[Fact] = set()
+    for f in value:
+        if isinstance(f, TupleFact):
+            out.update(*f.items)
+        elif isinstance(f, BufferFact):
+            out.add(f)
+        else:
+            out.add(UNKNOWN)
+    return frozenset(out) or UNKNOWN_VALUE
 
 
 def guarded_groups(value: Value) -> tuple[Guarded, ...] | None:
@@ -367,7 +383,7 @@ class FunctionFlow:
         body_cond = start_cond | self.literals(s.iter)[0] if s.target is None else start_cond
         jumps: dict[str, list[Env]] = {"break": [], "continue": []}
         self._jumps.append(jumps)
-        element = frozenset(f for f in flatten(iterated) if isinstance(f, (BufferFact, GroupFact))) or UNKNOWN_VALUE
+        element = iterated_elements(iterated)
         varying = _assigned_names(s)
         for _ in range(2):  # a second pass only when the first changed what the loop starts with
             before = self.env
@@ -511,6 +527,8 @@ class FunctionFlow:
                 values = values[:next((i + 1 for i, v in enumerate(values) if _always_true(v)), len(values))]
                 if len(values) == 1:
                     return values[0]
+                if all(isinstance(f, (PathFact, ConstFact)) for v in values for f in v):
+                    return frozenset().union(*values)  # a call resolved later (a helper elsewhere), or a constant
             carried: Value = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
             functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
                                   or isinstance(f, PathFact) and f.named)
@@ -520,6 +538,8 @@ class FunctionFlow:
                 return carried | UNKNOWN_VALUE
         elif isinstance(e, ir.Not):
             self.eval(e.operand)
+        elif isinstance(e, ir.DictExpr):
+            return self.dict_display(e)
         elif isinstance(e, ir.OtherExpr):
             for sub in e.children:
                 self.eval(sub)
@@ -582,13 +602,32 @@ class FunctionFlow:
             return set(self.instantiate_all(entry.value, path, None, _NoArgs()))
         return {PathFact(path)}
 
+    def dict_display(self, e: ir.DictExpr) -> Value:
+        """`{"tp": group, ...}`: a record of its constant keys (a `dict` whose entries are
+        known); a key that is not a constant, or a `**` spread, leaves what it maps unknown."""
+        entries: list[tuple[str, Value]] = []
+        known = True
+        for key, item in zip(e.keys, e.values):
+            value = self.element(item)
+            if key is not None:
+                self.eval(key)
+            if isinstance(key, ir.Const) and isinstance(key.value, _KEY_CONSTANTS):
+                entries.append((_dict_key(key.value), value))
+            else:
+                known = False
+        return frozenset({ObjectFact(_DICT, tuple(entries))}) if known else UNKNOWN_VALUE
+
     def subscript(self, e: ir.Subscript) -> Value:
         base = self.eval(e.value)
         if e.index is not None:
             self.eval(e.index)
         out: set[Fact] = set()
         for f in base:
-            if isinstance(f, TupleFact):
+            if isinstance(f, ObjectFact) and f.cls == _DICT:
+                key = e.index.value if isinstance(e.index, ir.Const) else None
+                entry = f.field(_dict_key(key)) if isinstance(key, _KEY_CONSTANTS) else None
+                out |= entry if entry is not None else {g for _, value in f.fields for g in value}
+            elif isinstance(f, TupleFact):
                 index = e.index.value if isinstance(e.index, ir.Const) else None
                 if isinstance(index, int) and not isinstance(index, bool) and -len(f.items) <= index < len(f.items):
                     out |= f.items[index]
@@ -1268,6 +1307,8 @@ class FunctionFlow:
 
 
 _TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
+_DICT = "builtins.dict"
+_KEY_CONSTANTS = (str, int, bool, type(None))
 _GUARDED = (GroupFact, ParamFact, BufferFact)  # what carries the condition of the branch that left it
 _NOT_MEMORY = (GroupFact, SizeFact, ContextFact, CondFact, CallableFact, ObjectFact, ConstFact)
 
@@ -1277,13 +1318,27 @@ class _Arguments:
 
     def __init__(self, c: ir.Call, args: list[Value], bound: tuple[tuple[str | None, Value], ...]) -> None:
         self.c, self.args, self.bound = c, args, bound
-        self.has_star_args = c.has_star_args and bool(args)  # a replayed call reads none of `c`'s
+        self._entries = self._spread()
+        # a replayed call reads none of `c`'s; a spread whose elements are known is no star
+        self.has_star_args = any(star for *_, star in self._entries) and bool(args)
+
+    def _spread(self) -> list[tuple[str | None, ir.Expr | None, Value, str]]:
+        """(keyword, expression, value, star) for the bound arguments first, then the call's,
+        with `*args` of a known tuple and `**kwargs` of a known dict spread into their items."""
+        out: list[tuple[str | None, ir.Expr | None, Value, str]] = [(k, None, v, "") for k, v in self.bound]
+        for a, v in zip(self.c.args, self.args):
+            only = next(iter(v)) if len(v) == 1 else None
+            if a.star == "*" and isinstance(only, TupleFact):
+                out += [(None, None, item, "") for item in only.items]
+            elif a.star == "**" and isinstance(only, ObjectFact) and only.cls == _DICT and all(
+                    key.startswith(("'", '"')) for key, _ in only.fields):
+                out += [(ast.literal_eval(key), None, item, "") for key, item in only.fields]
+            else:
+                out.append((a.keyword, a.value, v, a.star))
+        return out
 
     def _all(self) -> list[tuple[str | None, ir.Expr | None, Value, str]]:
-        """(keyword, expression, value, star) for the bound arguments first, then the call's."""
-        out: list[tuple[str | None, ir.Expr | None, Value, str]] = [(k, None, v, "") for k, v in self.bound]
-        out += [(a.keyword, a.value, v, a.star) for a, v in zip(self.c.args, self.args)]
-        return out
+        return self._entries
 
     def _find(self, ref: b.ArgRef) -> tuple[ir.Expr | None, Value] | None:
         entries = self._all()
@@ -1346,6 +1401,7 @@ class _NoArgs(_Arguments):
 
     def __init__(self) -> None:  # noqa: D107
         self.c, self.args, self.bound, self.has_star_args = ir.Call(ir.Const(None), ()), [], (), False
+        self._entries = []
 
 
 def _assigned_names(loop: ir.Loop) -> set[str]:
@@ -1491,6 +1547,11 @@ def _switched_off(item: b.Context, arguments: _Arguments) -> bool:
         if isinstance(expr, ir.Const) and expr.value is off:
             return True
     return False
+
+
+def _dict_key(key: object) -> str:
+    """A dict entry's field name: the key's repr, which no attribute name can equal."""
+    return repr(key)
 
 
 def _always_true(value: Value) -> bool:

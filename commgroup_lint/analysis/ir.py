@@ -152,6 +152,15 @@ class Starred:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class DictExpr:
+    """A dict display: `keys[i]` maps to `values[i]`; a None key is a `**mapping` spread in."""
+
+    keys: tuple[Expr | None, ...]
+    values: tuple[Expr, ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
     arithmetic (`a + b`, `-a`), which makes a new tensor."""
@@ -162,7 +171,7 @@ class OtherExpr:
 
 
 Expr = (Name | Attr | Call | Subscript | TupleExpr | IfExpr | Compare | BoolOp | Not | Const | NamedExpr | Starred
-        | OtherExpr)
+        | DictExpr | OtherExpr)
 
 
 # Statements -------------------------------------------------------------------------

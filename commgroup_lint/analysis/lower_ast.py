@@ -115,6 +115,10 @@ class _AstLowerer:
     def starred(self, node: ast.Starred, span: ir.Span) -> ir.Starred:
         return ir.Starred(self.expr(node.value), span)
 
+    def dict_display(self, node: ast.Dict, span: ir.Span) -> ir.DictExpr:
+        keys = tuple(None if k is None else self.expr(k) for k in node.keys)
+        return ir.DictExpr(keys, tuple(self.expr(v) for v in node.values), span)
+
     # statements
     def body(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
         return tuple(self.stmt(s) for s in stmts)
@@ -223,7 +227,7 @@ class _AstLowerer:
 _EXPRESSIONS: dict[type, Any] = {
     ast.Subscript: _AstLowerer.subscript, ast.Tuple: _AstLowerer.sequence, ast.List: _AstLowerer.sequence,
     ast.IfExp: _AstLowerer.if_expr, ast.Compare: _AstLowerer.compare, ast.BoolOp: _AstLowerer.bool_op,
-    ast.Starred: _AstLowerer.starred,
+    ast.Starred: _AstLowerer.starred, ast.Dict: _AstLowerer.dict_display,
 }
 _make_span = ir.Span._make  # without the generated `__new__`'s extra call
 

@@ -75,6 +75,9 @@ class _CstLowerer:
             return ir.Const(node.evaluated_value, span)
         if isinstance(node, cst.Await):
             return self.expr(node.expression)
+        if isinstance(node, cst.Dict):
+            keys = tuple(self.expr(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements)
+            return ir.DictExpr(keys, tuple(self.expr(e.value) for e in node.elements), span)
         arith = isinstance(node, (cst.BinaryOperation, cst.UnaryOperation))
         return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span, arith)
 
