@@ -799,8 +799,8 @@ class FunctionFlow:
                 return {UNKNOWN}
             info = self.class_info(path)
             if info is not None:  # constructing a class of the scanned code
-                self.construct(path, c, args)
-                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else ())}
+                fields = self.construct(path, c, args)
+                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else fields)}
             return {PathFact(f"{path}()")}
         arguments = _Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
@@ -810,15 +810,19 @@ class FunctionFlow:
         self.replay_calls(behaviour, path, c, arguments, sub, record)  # after the returns: they are named first
         return returned
 
-    def construct(self, cls: str, c: ir.Call, args: list[Value]) -> None:
-        """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given)."""
+    def construct(self, cls: str, c: ir.Call, args: list[Value]) -> tuple[tuple[str, Value], ...]:
+        """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given),
+        and the new instance's attributes it sets from them."""
         init = self.resolve_method("__init__", cls)
         behaviour = self.api.call(init) if init else None
-        if init and behaviour is not None:
-            arguments = _Arguments(c, args, ())
-            sub = self.substitution(arguments, None)
-            self.apply_effects(behaviour, init, c, arguments, sub)
-            self.replay_calls(behaviour, init, c, arguments, sub, None)
+        if not init or behaviour is None:
+            return ()
+        arguments = _Arguments(c, args, ())
+        sub = self.substitution(arguments, None)
+        self.apply_effects(behaviour, init, c, arguments, sub)
+        self.replay_calls(behaviour, init, c, arguments, sub, None)
+        fields = ((name, frozenset(self.instantiate_all(items, init, c, arguments, sub))) for name, items in behaviour.stores)
+        return tuple((name, value) for name, value in fields if value)
 
     def partial(self, c: ir.Call, args: list[Value]) -> set[Fact]:
         """`functools.partial(f, *args, **kwargs)`: a callable that calls `f` with those arguments too."""
