@@ -220,8 +220,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
                                                            for item in args for r in item):
             calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
-    stores = tuple((key.removeprefix("self."), found) for key, value in sorted(facts.stores.items())
-                   if fn.name == "__init__" and method and (found := alternatives(value)))
+    stores = tuple((key.removeprefix("self."), stored) for key, value in sorted(facts.stores.items())
+                   if fn.name == "__init__" and method and (stored := alternatives(value)))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
                             calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)
     if behaviour.empty:
