@@ -724,18 +724,20 @@ class FunctionFlow:
         `replayed`: a call a callee makes (`step(local, ...)` in a helper given `step`), its
         arguments not those written at `c`."""
         callables: list[CallableFact | PathFact] = []
+        out: set[Fact] = set()
         for f in value:
             if isinstance(f, (CallableFact, PathFact)):
                 callables.append(f)
             elif isinstance(f, ParamFact):  # a callable parameter: the caller that passes one replays this
                 self.note_call(f.index, args, f.guard)
+            elif isinstance(f, ObjectFact) and not replayed and (method := self.resolve_method("__call__", cls=f.cls)):
+                out |= self.call_path(method, c, args, None, record=f)  # an instance that defines `__call__`
         operand, site = None, ""
         if len(callables) > 1:  # taken in a fixed order, not a set's (it differs between runs)
             callables.sort(key=lambda f: (f.path, isinstance(f, CallableFact)))
             paths = {f.path for f in callables}
             if callee is not None and len(paths) > 1 and not self.same_effect(paths):
                 operand, site = self.operand(callee), self.choice_site(callee, c)
-        out: set[Fact] = set()
         for f in callables:
             bound = f.args if isinstance(f, CallableFact) else ()
             with self.assuming({(choice_key(operand, f.path, site), True)} if operand is not None else ()):
