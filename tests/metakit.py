@@ -253,7 +253,7 @@ REWRITES: dict[str, Rewrite] = {
 }
 
 NOT_FOLLOWED = frozenset({
-    "lambda", "closure", "star_args", "property",
+    "star_args", "property",
     "generator", "comprehension", "with_as",
 })
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed):

@@ -222,6 +222,8 @@ class FunctionFlow:
         self._bindings: dict[str, int] = {}  # how often each name (or `self.x`) was bound: see `choice_site`
         self._replays = 0  # calls replayed inside one another (`f(f, x)` where `f` calls its step)
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
+        self._local_functions: dict[str, ir.FunctionDef] = {}  # defined in this body (`def`, `lambda`), by path
+        self._inlined = 0  # how many calls of local functions enclose this flow (see `inline`)
 
     # statements ------------------------------------------------------------------
     def run(self, body: Iterable[ir.Stmt]) -> None:
@@ -265,7 +267,7 @@ class FunctionFlow:
                 self._jumps[-1][s.kind].append(dict(self.env))
             return False
         elif isinstance(s, ir.FunctionDef):
-            self.env[s.name] = frozenset({PathFact(f"{self.facts.qualname}.{s.name}")})  # its summary, if any
+            self.env[s.name] = self.local_function(s)
         elif isinstance(s, ir.ClassDef):
             self.env[s.name] = UNKNOWN_VALUE  # analysed on its own
         elif isinstance(s, ir.Import) and self.facts.node is not None:
@@ -540,6 +542,8 @@ class FunctionFlow:
             self.eval(e.operand)
         elif isinstance(e, ir.DictExpr):
             return self.dict_display(e)
+        elif isinstance(e, ir.Lambda):
+            return self.local_function(e.as_function())
         elif isinstance(e, ir.OtherExpr):
             for sub in e.children:
                 self.eval(sub)
@@ -786,10 +790,49 @@ class FunctionFlow:
         info = self.class_info(cls) if cls and self.self_name else None
         return info[3] if info is not None and "__init__" not in info[1] else ()
 
+    def local_function(self, fn: ir.FunctionDef) -> Value:
+        """A function defined in this body: its path (its summary, if any) and, for calls made
+        here, its definition."""
+        path = f"{self.facts.qualname}.{fn.name}"
+        self._local_functions[path] = fn
+        return frozenset({PathFact(path)})
+
+    def inline(self, fn: ir.FunctionDef, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """What a function defined in this one returns when called here: its body run with the
+        variables it closes over as they are now (a closure reads them when called) and the
+        call's arguments, so that a captured buffer comes back as the same buffer. What the body
+        consumes is its own analysis's; only its returns are taken."""
+        if self._inlined >= _MAX_INLINED:
+            return set()
+        seed = dict(self.env)
+        positional = [v for a, v in zip(c.args, args) if a.keyword is None and not a.star]
+        keywords = {a.keyword: v for a, v in zip(c.args, args) if a.keyword}
+        for i, p in enumerate(fn.params):
+            if p.name.startswith("*"):
+                seed[p.name.lstrip("*")] = UNKNOWN_VALUE
+            else:
+                seed[p.name] = positional[i] if i < len(positional) else keywords.get(p.name, UNKNOWN_VALUE)
+        facts = FunctionFacts(f"{self.facts.qualname}.{fn.name}", fn, self.facts.class_name, False,
+                              self.facts.class_qualname)
+        flow = FunctionFlow(self.api, self.scope, facts, (), seed)
+        flow.self_name, flow._inlined, flow.cond = self.self_name, self._inlined + 1, self.cond
+        flow._local_functions = dict(self._local_functions)
+        flow.run(fn.body)
+        self.facts.wanted |= facts.wanted  # the summaries its calls need are this run's to ask for
+        return set(facts.returns)
+
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
                   bound: tuple[tuple[str | None, Value], ...] = (), record: object = None) -> set[Fact]:
         if path in _PARTIAL:
             return self.partial(c, args)
+        local = self._local_functions.get(path)
+        if local is not None and not bound:
+            inlined = self.inline(local, c, args)
+            effects = self.api.call(path)
+            if effects is not None:  # what it consumes or binds, from its own summary
+                arguments = _Arguments(c, args, bound)
+                self.apply_effects(effects, path, c, arguments, self.substitution(arguments, receiver))
+            return inlined or {UNKNOWN}
         behaviour = self.api.call(path)
         if behaviour is None:
             kinds = {type(f) for value in args for f in flatten(value)}
@@ -1313,6 +1356,7 @@ class FunctionFlow:
 
 
 _TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
+_MAX_INLINED = 3  # calls of local functions inside one another, followed into
 _DICT = "builtins.dict"
 _KEY_CONSTANTS = (str, int, bool, type(None))
 _GUARDED = (GroupFact, ParamFact, BufferFact)  # what carries the condition of the branch that left it

@@ -161,6 +161,20 @@ class DictExpr:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class Lambda:
+    """`lambda params: body`: a function defined where it is written (see `FunctionDef`)."""
+
+    params: tuple[Param, ...]
+    body: Expr
+    span: Span = NO_SPAN
+
+    def as_function(self) -> FunctionDef:
+        """The same function as a `def` that returns its body, named by where it is written."""
+        return FunctionDef(f"<lambda:{self.span.line}:{self.span.col}>", self.params, (Return(self.body, self.span),),
+                           (), self.span)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
     arithmetic (`a + b`, `-a`), which makes a new tensor."""
@@ -171,7 +185,7 @@ class OtherExpr:
 
 
 Expr = (Name | Attr | Call | Subscript | TupleExpr | IfExpr | Compare | BoolOp | Not | Const | NamedExpr | Starred
-        | DictExpr | OtherExpr)
+        | DictExpr | Lambda | OtherExpr)
 
 
 # Statements -------------------------------------------------------------------------

@@ -191,8 +191,7 @@ class _AstLowerer:
             lowered = (ir.If(self.expr(link.test), self.body(link.body), lowered, self.span(link)),)
         return lowered[0]  # type: ignore[return-value]
 
-    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, span: ir.Span) -> ir.FunctionDef:
-        a = node.args
+    def parameters(self, a: ast.arguments) -> tuple[ir.Param, ...]:
         positional = [*a.posonlyargs, *a.args]
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
         params = [ir.Param(p.arg, self.expr(d) if d else None, self.span(p)) for p, d in zip(positional, defaults)]
@@ -203,6 +202,13 @@ class _AstLowerer:
         ]
         if a.kwarg:
             params.append(ir.Param("**" + a.kwarg.arg, None, self.span(a.kwarg)))
+        return tuple(params)
+
+    def lambda_(self, node: ast.Lambda, span: ir.Span) -> ir.Lambda:
+        return ir.Lambda(self.parameters(node.args), self.expr(node.body), span)
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, span: ir.Span) -> ir.FunctionDef:
+        params = self.parameters(node.args)
         # the `def` line up to the end of the name, as the libcst front end spans it
         header = self._lines[node.lineno - 1] if node.lineno <= len(self._lines) else ""
         name_end = _name_end(header, span.col, node.name)
@@ -213,10 +219,10 @@ class _AstLowerer:
             body = self.body(node.body)
         except RecursionError:  # this function is lost, not the file
             self._depth = depth
-            left_out = ir.FunctionDef(node.name, tuple(params), (), decorators, def_span)
+            left_out = ir.FunctionDef(node.name, params, (), decorators, def_span)
             self.too_deep.append(left_out)
             return left_out
-        return ir.FunctionDef(node.name, tuple(params), body, decorators, def_span)
+        return ir.FunctionDef(node.name, params, body, decorators, def_span)
 
     def match(self, node: ast.Match) -> ir.Stmt:
         cases = [(case.pattern.name if isinstance(case.pattern, ast.MatchAs) else None, self.body(case.body))
@@ -227,7 +233,7 @@ class _AstLowerer:
 _EXPRESSIONS: dict[type, Any] = {
     ast.Subscript: _AstLowerer.subscript, ast.Tuple: _AstLowerer.sequence, ast.List: _AstLowerer.sequence,
     ast.IfExp: _AstLowerer.if_expr, ast.Compare: _AstLowerer.compare, ast.BoolOp: _AstLowerer.bool_op,
-    ast.Starred: _AstLowerer.starred, ast.Dict: _AstLowerer.dict_display,
+    ast.Starred: _AstLowerer.starred, ast.Dict: _AstLowerer.dict_display, ast.Lambda: _AstLowerer.lambda_,
 }
 _make_span = ir.Span._make  # without the generated `__new__`'s extra call
 

@@ -75,6 +75,8 @@ class _CstLowerer:
             return ir.Const(node.evaluated_value, span)
         if isinstance(node, cst.Await):
             return self.expr(node.expression)
+        if isinstance(node, cst.Lambda):
+            return ir.Lambda(self.parameters(node.params), self.expr(node.body), span)
         if isinstance(node, cst.Dict):
             keys = tuple(self.expr(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements)
             return ir.DictExpr(keys, tuple(self.expr(e.value) for e in node.elements), span)
@@ -175,19 +177,22 @@ class _CstLowerer:
             return (self.compound(node),)
         return self.body(node.body)
 
-    def function(self, node: cst.FunctionDef) -> ir.FunctionDef:
-        p = node.params
+    def parameters(self, p: cst.Parameters) -> tuple[ir.Param, ...]:
         params = [self.param(x) for x in (*p.posonly_params, *p.params)]
         if isinstance(p.star_arg, cst.Param):
             params.append(self.param(p.star_arg, "*"))
         params += [self.param(x) for x in p.kwonly_params]
         if p.star_kwarg is not None:
             params.append(self.param(p.star_kwarg, "**"))
+        return tuple(params)
+
+    def function(self, node: cst.FunctionDef) -> ir.FunctionDef:
+        params = self.parameters(node.params)
         outer, name = self.span(node), self.span(node.name)
         # the `def` line: decorators excluded, the column of the statement's indentation
         def_span = ir.Span(name.line, outer.col, name.end_line, name.end_col)
         return ir.FunctionDef(
-            node.name.value, tuple(params), self.body(node.body),
+            node.name.value, params, self.body(node.body),
             tuple(self.expr(d.decorator) for d in node.decorators), def_span,
         )
 
