@@ -224,10 +224,15 @@ class FunctionFlow:
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
         self._local_functions: dict[str, ir.FunctionDef] = {}  # defined in this body (`def`, `lambda`), by path
         self._inlined = 0  # how many calls of local functions enclose this flow (see `inline`)
+        self._yielded: set[Fact] | None = None  # what a generator function yields, once it has yielded
+        self._yield_contexts: set[Fact] = set()  # the contexts open at its yields
 
     # statements ------------------------------------------------------------------
     def run(self, body: Iterable[ir.Stmt]) -> None:
         self.block(body)
+        if self._yielded is not None:  # a generator function returns the sequence of what it yields,
+            # and, used as a `with` manager (`@contextmanager`), the contexts open where it yields
+            self.facts.returns = set(TupleFact.of((frozenset(self._yielded),))) | self._yield_contexts
         self.facts.allocations = sorted(self._allocations.values(), key=lambda a: (a.call.span.line, a.call.span.col))
         self.facts.wanted |= self.deciding_helpers()
 
@@ -409,11 +414,27 @@ class FunctionFlow:
             value = self.eval(item.context)
             self.contexts.extend(f.allocation for f in value if isinstance(f, ContextFact))
             if item.target is not None:
-                self.bind(item.target, UNKNOWN_VALUE, None)
+                self.bind(item.target, self.entered(value, item.context), None)
         try:
             return self.block(s.body)
         finally:
             del self.contexts[depth:]  # also what `stack.enter_context(...)` entered inside
+
+    def entered(self, manager: Value, expr: ir.Expr) -> Value:
+        """What `with manager as x` binds: what the manager's `__enter__` returns (a class of the
+        scanned code's), what a generator-based manager yields, `nullcontext(x)`'s `x`."""
+        call = expr if isinstance(expr, ir.Call) else None
+        out: set[Fact] = set()
+        for f in manager:
+            if isinstance(f, ObjectFact) and f.cls == _NULL_CONTEXT:
+                out |= f.field("enter_result") or _NONE_VALUE
+            elif isinstance(f, ObjectFact) and call is not None and (method := self.resolve_method("__enter__", f.cls)):
+                out |= self.call_path(method, call, [], None, record=f)
+            elif isinstance(f, TupleFact):  # a generator: `@contextmanager` enters what it yields
+                out |= iterated_elements(frozenset({f}))
+            else:
+                out.add(UNKNOWN)
+        return frozenset(out) or UNKNOWN_VALUE
 
     def try_(self, s: ir.Try) -> bool:
         start_env = self.env
@@ -544,6 +565,13 @@ class FunctionFlow:
             return self.dict_display(e)
         elif isinstance(e, ir.Lambda):
             return self.local_function(e.as_function())
+        elif isinstance(e, ir.Comprehension):
+            return self.comprehension(e)
+        elif isinstance(e, ir.Yield):
+            value = self.eval(e.value) if e.value is not None else _NONE_VALUE
+            self._yielded = (self._yielded or set()) | (iterated_elements(value) if e.every else value)
+            self._yield_contexts |= {ContextFact(a) for a in self.contexts}
+            return UNKNOWN_VALUE  # what the generator's caller sends in
         elif isinstance(e, ir.OtherExpr):
             for sub in e.children:
                 self.eval(sub)
@@ -587,8 +615,8 @@ class FunctionFlow:
         for f in base:
             if isinstance(f, PathFact):
                 out |= self.path_value(f"{f.path}.{e.attr}")
-            elif isinstance(f, GroupFact) and self.api.is_same_group_attribute(e.attr):
-                out.add(f)
+            elif isinstance(f, (GroupFact, ParamFact)) and self.api.is_same_group_attribute(e.attr):
+                out.add(f)  # `group.device_group`, `group.pynccl_comm`: the same group (a parameter's too)
             elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
                 out.add(self.group_size(f))
             elif isinstance(f, ObjectFact):
@@ -605,6 +633,31 @@ class FunctionFlow:
         if entry is not None and entry.value:
             return set(self.instantiate_all(entry.value, path, None, _NoArgs()))
         return {PathFact(path)}
+
+    def comprehension(self, e: ir.Comprehension) -> Value:
+        """`[element for target in iter if test]`: the targets take the iterated elements (in
+        a scope of their own: the names around are left as they were); a sequence of the
+        element's values (a dict comprehension: a dict whose entries are not known)."""
+        names = {n for clause in e.clauses for n in _target_names(clause.target)}
+        around = {n: self.env[n] for n in names if n in self.env}
+        for clause in e.clauses:
+            self.bind(clause.target, iterated_elements(self.eval(clause.iter)), None)
+            for test in clause.tests:
+                self.eval(test)
+        if e.key is not None:
+            self.eval(e.key)
+        element = self.element(e.element)
+        for n in names:
+            self.env.pop(n, None)
+        self.env.update(around)
+        return frozenset({ObjectFact(_DICT, ())}) if e.key is not None else TupleFact.of((element,))
+
+    def builtin(self, func: ir.Expr) -> str | None:
+        """The builtin a call's function names (`next`), unless this module binds the name."""
+        if isinstance(func, ir.Name) and func.id in _ITERATION_BUILTINS and func.id not in self.env \
+                and not self.imports.imports(func.id) and self.api.entry(self.imports.qualify(func) or "") is None:
+            return func.id
+        return None
 
     def dict_display(self, e: ir.DictExpr) -> Value:
         """`{"tp": group, ...}`: a record of its constant keys (a `dict` whose entries are
@@ -644,6 +697,14 @@ class FunctionFlow:
     # calls -------------------------------------------------------------------------
     def call(self, c: ir.Call) -> Value:
         args = [self.eval(a.value) for a in c.args]
+        if (builtin := self.builtin(c.func)) is not None and len(args) == 1 and not c.args[0].keyword:
+            if builtin in ("list", "tuple", "iter") and all(isinstance(f, TupleFact) for f in args[0]):
+                return args[0]  # the same items, by position
+            elements = iterated_elements(args[0])  # `next(it)`, `sorted(xs)`, a sequence of unknown order
+            return elements if builtin == "next" else TupleFact.of((elements,))
+        if c.args and not c.args[0].keyword and not c.args[0].star \
+                and self.imports.qualify(c.func) == _NULL_CONTEXT:  # the manager keeps what `with` binds
+            return frozenset({ObjectFact(_NULL_CONTEXT, (("enter_result", args[0]),))})
         self.facts.passed_on.update(
             id(f.allocation.call) for value in args for f in flatten(value) if isinstance(f, BufferFact)
         )
@@ -1356,6 +1417,8 @@ class FunctionFlow:
 
 
 _TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
+_NULL_CONTEXT = "contextlib.nullcontext"
+_ITERATION_BUILTINS = frozenset({"next", "iter", "list", "tuple", "reversed", "sorted"})
 _MAX_INLINED = 3  # calls of local functions inside one another, followed into
 _DICT = "builtins.dict"
 _KEY_CONSTANTS = (str, int, bool, type(None))
@@ -1597,6 +1660,14 @@ def _switched_off(item: b.Context, arguments: _Arguments) -> bool:
         if isinstance(expr, ir.Const) and expr.value is off:
             return True
     return False
+
+
+def _target_names(target: ir.Expr) -> Iterator[str]:
+    if isinstance(target, ir.Name):
+        yield target.id
+    elif isinstance(target, ir.TupleExpr):
+        for elt in target.elts:
+            yield from _target_names(elt.value if isinstance(elt, ir.Starred) else elt)
 
 
 def _dict_key(key: object) -> str:

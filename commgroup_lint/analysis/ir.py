@@ -161,6 +161,34 @@ class DictExpr:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class ForClause:
+    """One `for target in iter if test ...` of a comprehension."""
+
+    target: Expr
+    iter: Expr
+    tests: tuple[Expr, ...] = ()
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Comprehension:
+    """`[element for ...]`, a set's, a generator's, or a dict's (`element` its value, `key` its key)."""
+
+    clauses: tuple[ForClause, ...]
+    element: Expr
+    key: Expr | None = None
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Yield:
+    """`yield value` (`every`: `yield from value`, each of its elements)."""
+
+    value: Expr | None
+    every: bool = False
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class Lambda:
     """`lambda params: body`: a function defined where it is written (see `FunctionDef`)."""
 
@@ -185,7 +213,7 @@ class OtherExpr:
 
 
 Expr = (Name | Attr | Call | Subscript | TupleExpr | IfExpr | Compare | BoolOp | Not | Const | NamedExpr | Starred
-        | DictExpr | Lambda | OtherExpr)
+        | DictExpr | Comprehension | Yield | Lambda | OtherExpr)
 
 
 # Statements -------------------------------------------------------------------------

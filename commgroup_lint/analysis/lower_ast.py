@@ -204,6 +204,18 @@ class _AstLowerer:
             params.append(ir.Param("**" + a.kwarg.arg, None, self.span(a.kwarg)))
         return tuple(params)
 
+    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+                      span: ir.Span) -> ir.Comprehension:
+        clauses = tuple(ir.ForClause(self.expr(g.target), self.expr(g.iter), tuple(self.expr(t) for t in g.ifs))
+                        for g in node.generators)
+        if isinstance(node, ast.DictComp):
+            return ir.Comprehension(clauses, self.expr(node.value), self.expr(node.key), span)
+        return ir.Comprehension(clauses, self.expr(node.elt), None, span)
+
+    def yield_(self, node: ast.Yield | ast.YieldFrom, span: ir.Span) -> ir.Yield:
+        value = self.expr(node.value) if node.value is not None else None
+        return ir.Yield(value, isinstance(node, ast.YieldFrom), span)
+
     def lambda_(self, node: ast.Lambda, span: ir.Span) -> ir.Lambda:
         return ir.Lambda(self.parameters(node.args), self.expr(node.body), span)
 
@@ -234,6 +246,9 @@ _EXPRESSIONS: dict[type, Any] = {
     ast.Subscript: _AstLowerer.subscript, ast.Tuple: _AstLowerer.sequence, ast.List: _AstLowerer.sequence,
     ast.IfExp: _AstLowerer.if_expr, ast.Compare: _AstLowerer.compare, ast.BoolOp: _AstLowerer.bool_op,
     ast.Starred: _AstLowerer.starred, ast.Dict: _AstLowerer.dict_display, ast.Lambda: _AstLowerer.lambda_,
+    ast.ListComp: _AstLowerer.comprehension, ast.SetComp: _AstLowerer.comprehension,
+    ast.GeneratorExp: _AstLowerer.comprehension, ast.DictComp: _AstLowerer.comprehension,
+    ast.Yield: _AstLowerer.yield_, ast.YieldFrom: _AstLowerer.yield_,
 }
 _make_span = ir.Span._make  # without the generated `__new__`'s extra call
 

@@ -75,6 +75,11 @@ class _CstLowerer:
             return ir.Const(node.evaluated_value, span)
         if isinstance(node, cst.Await):
             return self.expr(node.expression)
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self.comprehension(node, span)
+        if isinstance(node, cst.Yield):
+            value = node.value.item if isinstance(node.value, cst.From) else node.value
+            return ir.Yield(self.expr(value) if value is not None else None, isinstance(node.value, cst.From), span)
         if isinstance(node, cst.Lambda):
             return ir.Lambda(self.parameters(node.params), self.expr(node.body), span)
         if isinstance(node, cst.Dict):
@@ -82,6 +87,18 @@ class _CstLowerer:
             return ir.DictExpr(keys, tuple(self.expr(e.value) for e in node.elements), span)
         arith = isinstance(node, (cst.BinaryOperation, cst.UnaryOperation))
         return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span, arith)
+
+    def comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp,
+                      span: ir.Span) -> ir.Comprehension:
+        clauses: list[ir.ForClause] = []
+        clause: cst.CompFor | None = node.for_in
+        while clause is not None:
+            tests = tuple(self.expr(test.test) for test in clause.ifs)
+            clauses.append(ir.ForClause(self.expr(clause.target), self.expr(clause.iter), tests))
+            clause = clause.inner_for_in
+        if isinstance(node, cst.DictComp):
+            return ir.Comprehension(tuple(clauses), self.expr(node.value), self.expr(node.key), span)
+        return ir.Comprehension(tuple(clauses), self.expr(node.elt), None, span)
 
     def element(self, node: cst.BaseElement) -> ir.Expr:
         if isinstance(node, cst.StarredElement):
