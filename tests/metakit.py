@@ -253,7 +253,7 @@ REWRITES: dict[str, Rewrite] = {
 }
 
 NOT_FOLLOWED = frozenset({
-    "star_args", "property",
+    "star_args",
 })
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed):
 `scripts/metamorphic_report.py` shows which; `tests/test_metamorphic.py` holds each to it."""

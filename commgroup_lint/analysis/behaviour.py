@@ -125,12 +125,19 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class SelfAttribute:
+    """The receiver's attribute (a getter, a property): what the caller's instance holds there."""
+
+    attr: str
+
+
+@dataclass(frozen=True)
 class Items:
     items: tuple[tuple[Returned, ...], ...]
 
 
 Returned = (Groups | NewGroup | Argument | Size | Memory | Context | PoolContext | Flag | Constant | Partial | Instance
-            | Items)
+            | SelfAttribute | Items)
 
 
 @dataclass(frozen=True)

@@ -170,13 +170,21 @@ class ConstFact:
 
 
 @dataclass(frozen=True)
+class SelfFieldFact:
+    """A method returns its receiver's attribute (`return self._group`): to a caller that knows
+    the receiver (an instance built here), that instance's field. Only ever in `returns`."""
+
+    attr: str
+
+
+@dataclass(frozen=True)
 class UnknownFact:
     pass
 
 
 UNKNOWN = UnknownFact()
 Fact = (GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | TupleFact
-        | CallableFact | ObjectFact | ConstFact | UnknownFact)
+        | CallableFact | ObjectFact | ConstFact | SelfFieldFact | UnknownFact)
 Value = frozenset[Fact]
 UNKNOWN_VALUE: Value = frozenset({UNKNOWN})
 

@@ -62,6 +62,7 @@ from commgroup_lint.analysis.facts import (
     ParamFact,
     ParamUse,
     PathFact,
+    SelfFieldFact,
     SizeFact,
     TupleFact,
     Value,
@@ -266,6 +267,8 @@ class FunctionFlow:
         elif isinstance(s, ir.Return):
             if s.value is not None:  # `return tp_size == attn_dp_size and ...`: a flag keeps its relation
                 self.facts.returns.update(self.guard(self.flag_value(self.eval(s.value), s.value), self.cond))
+                if (key := self.reference_key(s.value)) is not None and key.startswith("self."):
+                    self.facts.returns.add(SelfFieldFact(key.removeprefix("self.")))  # a getter
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
@@ -619,6 +622,8 @@ class FunctionFlow:
                 out.add(f)  # `group.device_group`, `group.pynccl_comm`: the same group (a parameter's too)
             elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
                 out.add(self.group_size(f))
+            elif isinstance(f, ObjectFact) and f.field(e.attr) is None and self.is_property(e.attr, f.cls):
+                out |= self.call_path(self.resolve_method(e.attr, f.cls) or "", ir.Call(e, (), e.span), [], None, record=f)
             elif isinstance(f, ObjectFact):
                 field = f.field(e.attr)
                 out |= field if field is not None else {PathFact(f"{f.cls}.{e.attr}")}
@@ -880,7 +885,7 @@ class FunctionFlow:
         flow._local_functions = dict(self._local_functions)
         flow.run(fn.body)
         self.facts.wanted |= facts.wanted  # the summaries its calls need are this run's to ask for
-        return set(facts.returns)
+        return {f for f in facts.returns if not isinstance(f, SelfFieldFact)}
 
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
                   bound: tuple[tuple[str | None, Value], ...] = (), record: object = None) -> set[Fact]:
@@ -913,6 +918,10 @@ class FunctionFlow:
         self.apply_effects(behaviour, path, c, arguments, sub)
         returned: set[Fact] = (self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns
                                else {UNKNOWN})
+        held = {g for r in behaviour.returns if isinstance(r, b.SelfAttribute) and isinstance(record, ObjectFact)
+                for g in record.field(r.attr) or ()}
+        if held:  # a getter of an instance known here: its field, not the stand-in named by a parameter
+            returned = {f for f in returned if not (isinstance(f, GroupFact) and f.group.startswith(SYMBOLIC))} | held
         self.replay_calls(behaviour, path, c, arguments, sub, record)  # after the returns: they are named first
         return returned
 
@@ -958,6 +967,14 @@ class FunctionFlow:
         if cls in local:
             return local[cls]
         return self.api.classes.get(cls)
+
+    def is_property(self, attr: str, cls: str) -> bool:
+        """Whether reading `attr` of an instance of `cls` calls a property of its class or bases."""
+        for klass in self.mro(cls):
+            info = self.class_info(klass)
+            if info is not None and attr in info[1]:
+                return len(info) > 4 and attr in info[4]
+        return False
 
     def mro(self, cls: str) -> list[str]:
         order: list[str] = []
@@ -1061,6 +1078,8 @@ class FunctionFlow:
 
     def instantiate(self, item: b.Returned, path: str, c: ir.Call | None, arguments: _Arguments,
                     sub: Substitution | None) -> set[Fact]:
+        if isinstance(item, b.SelfAttribute):
+            return set()  # the receiver's field, which only `call_path` knows (see there)
         if isinstance(item, b.Groups):
             variant = arguments.variant(item.variants) if c is not None else None
             if variant is not None:

@@ -39,6 +39,7 @@ from commgroup_lint.analysis.facts import (
     ObjectFact,
     ParamFact,
     PathFact,
+    SelfFieldFact,
     SizeFact,
     TupleFact,
     is_symbolic,
@@ -175,6 +176,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Instance(f.cls, tuple((name, value) for name, value in fields if value))
         if isinstance(f, ConstFact):
             return b.Constant(f.value) if in_tuple else None
+        if isinstance(f, SelfFieldFact):
+            return b.SelfAttribute(f.attr) if method else None
         if isinstance(f, TupleFact):
             items = tuple(tuple(sorted({r for g in item if (r := returned(g, True)) is not None}, key=canonical))
                           for item in f.items)
@@ -496,8 +499,8 @@ class SummaryIndex:
                 found.append(step.extra)
         self._memos[display] = (m, memo)
         attributes = class_attributes(facts)
-        classes = tuple((name, (bases, methods, attributes.get(name, ()), fields))
-                        for name, (bases, methods, _, fields) in module_classes(m.module, m.imports).items())
+        classes = tuple((name, (bases, methods, attributes.get(name, ()), fields, properties))
+                        for name, (bases, methods, _, fields, properties) in module_classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
         return ModuleAnalysis(tuple(entry for entry, _ in found), merged(outside, *(step.lookups for step in memo.steps)),
                               facts, classes, tuple(sorted({x for _, misuses in found for x in misuses})),
