@@ -695,6 +695,9 @@ class FunctionFlow:
                     out |= f.items[index]
                 else:
                     out |= {g for item in f.items for g in item}
+            elif isinstance(f, ParamFact) and _is_star_param(f.name) and isinstance(index := _const(e.index), int) \
+                    and index >= 0:
+                out.add(ParamFact(f.index, f"{f.name}[{index}]", f.guard))  # `args[0]` of `*args`: an argument
             elif isinstance(f, (BufferFact, ParamFact)):
                 out.add(f)  # a view of the same memory
         return frozenset(out) or UNKNOWN_VALUE
@@ -742,6 +745,7 @@ class FunctionFlow:
                     receiver = self.as_group(receiver, receiver_expr)  # only a group has these methods
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
                 self.contexts.extend(f.allocation for f in args[0] if isinstance(f, ContextFact))
+                result |= self.entered(args[0], c.args[0].value) - UNKNOWN_VALUE  # and returns what it entered
             elif method in _LIST_GROWING and args and self.reference_key(receiver_expr) is not None:
                 self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
             for f in receiver:
@@ -1679,6 +1683,15 @@ def _switched_off(item: b.Context, arguments: _Arguments) -> bool:
         if isinstance(expr, ir.Const) and expr.value is off:
             return True
     return False
+
+
+def _is_star_param(name: str) -> bool:
+    """`*args` itself (not `**kwargs`, nor an element already taken from it)."""
+    return name.startswith("*") and not name.startswith("**") and not name.endswith("]")
+
+
+def _const(e: ir.Expr | None) -> object:
+    return e.value if isinstance(e, ir.Const) and not isinstance(e.value, bool) else None
 
 
 def _target_names(target: ir.Expr) -> Iterator[str]:

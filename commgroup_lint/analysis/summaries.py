@@ -132,6 +132,12 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return None
         return b.ArgRef(fn.params[position].name, call_index(fn, method, position))
 
+    def star_element(f: ParamFact) -> b.ArgRef | None:
+        """`args[k]` of a `*args` parameter: the call's positional argument k places after it."""
+        offset = f.name.rpartition("[")[2].rstrip("]")
+        start = f.index - (1 if method else 0)
+        return b.ArgRef(f.name, start + int(offset)) if offset.isdigit() and start >= 0 else None
+
     def binding(groups: tuple | None, params: frozenset[int]) -> b.Binding | None:
         if len(params) == 1:
             position = next(iter(params))
@@ -153,7 +159,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         if isinstance(f, GroupFact):
             return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
         if isinstance(f, ParamFact):
-            ref = arg(f.index)
+            ref = arg(f.index) if not f.name.endswith("]") else star_element(f)
             return b.Argument(ref) if ref is not None else None
         if isinstance(f, SizeFact):
             return b.Size(f.quantity)
