@@ -24,51 +24,51 @@ from typing import Any
 from ._report import (
     CODES,
     GROUP_MISMATCH,
-    MODES,
     POOL_REUSE,
     RANK_DIVERGENCE,
     CommGroupRuntimeWarning,
     GroupMismatchError,
     Site,
     Violation,
-    parse_switch,
 )
+from ._settings import ENV_VAR, LOG_ENV_VAR, MODES, PROFILE_ENV_VAR, parse_switch
 from ._sites import helper
-
-ENV_VAR = "COMMGROUP_LINT_RUNTIME"
-LOG_ENV_VAR = "COMMGROUP_LINT_RUNTIME_LOG"
-PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
 
 _LAZY = {
     "enforce": "_shim",
     "violations": "_shim",
     "clear_violations": "_shim",
-    "simulated_symmetric_memory": "_binding",
-    "SimulatedSymmetricPool": "_binding",
+    "simulated_symmetric_memory": "_simulated",
+    "SimulatedSymmetricPool": "_simulated",
     "bind_buffer": "_binding",
     "name_group": "_groups",
     "group_label": "_groups",
 }
 
-__all__ = sorted(
-    {
-        *_LAZY,
-        "CODES",
-        "GROUP_MISMATCH",
-        "POOL_REUSE",
-        "RANK_DIVERGENCE",
-        "MODES",
-        "CommGroupRuntimeWarning",
-        "GroupMismatchError",
-        "Site",
-        "Violation",
-        "helper",
-        "install_from_env",
-        "ENV_VAR",
-        "LOG_ENV_VAR",
-        "PROFILE_ENV_VAR",
-    }
-)
+__all__ = [
+    "CODES",
+    "ENV_VAR",
+    "GROUP_MISMATCH",
+    "LOG_ENV_VAR",
+    "MODES",
+    "POOL_REUSE",
+    "PROFILE_ENV_VAR",
+    "RANK_DIVERGENCE",
+    "CommGroupRuntimeWarning",
+    "GroupMismatchError",
+    "Site",
+    "SimulatedSymmetricPool",
+    "Violation",
+    "bind_buffer",
+    "clear_violations",
+    "enforce",
+    "group_label",
+    "helper",
+    "install_from_env",
+    "name_group",
+    "simulated_symmetric_memory",
+    "violations",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -35,7 +35,8 @@ from commgroup_lint.profile import (
 )
 from commgroup_lint.runtime_profile import GroupClass
 
-PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
+from ._settings import PROFILE_ENV_VAR
+
 _PLAIN_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 

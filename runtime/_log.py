@@ -17,8 +17,7 @@ from typing import Any
 
 from ._imports import say
 from ._report import Violation
-
-LOG_ENV_VAR = "COMMGROUP_LINT_RUNTIME_LOG"
+from ._settings import LOG_ENV_VAR
 
 
 def append(violation: Violation, mode: str) -> None:

@@ -56,7 +56,6 @@ def register(tensor: Any, group: Any) -> None:
         if rec.alloc_group is None:
             rec.alloc_group = pg
         rec.registered = (rec.registered or {rec.alloc_group}) | {pg}  # a new set: a pool's stays the pool's
-        TABLE.version += 1
 
 
 def bind_pool(pool: Any, groups: Any) -> None:
@@ -69,10 +68,7 @@ def bind_pool(pool: Any, groups: Any) -> None:
     pgs = {as_process_group(g) for g in (groups if isinstance(groups, (list, tuple)) else [groups])}
     segments = _segments(pool)
     if segments is None:
-        known = POOLS.of(pool)
-        if not pgs <= known:
-            known.update(pgs)
-            TABLE.version += 1
+        POOLS.of(pool).update(pgs)
     for seg in segments or ():
         for pg in pgs:
             TABLE.register_segment(seg["device"], seg["address"], seg["total_size"], pg)
@@ -82,9 +78,8 @@ def unbind_pool(pool: Any, group: Any) -> None:
     """``pool`` is no longer registered with ``group``."""
     pg = as_process_group(group)
     segments = _segments(pool)
-    if segments is None and pg in POOLS.of(pool):
+    if segments is None:
         POOLS.of(pool).discard(pg)
-        TABLE.version += 1
     for seg in segments or ():
         TABLE.drop_segment(seg["device"], seg["address"], pg)
 

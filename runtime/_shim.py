@@ -1,9 +1,9 @@
 """The shim: installs the hooks, decides verdicts at collectives, records violations.
 
-Memory is bound where it is allocated or registered (``_binding``, ``_registration``, the
-profile's contexts, pool contexts, allocators, registrations and pool bindings in
-``_targets``); collectives are checked where they run (``_collectives``, the profile's group
-classes). This module ties them together: one :class:`Shim` is installed per process at a
+Memory is bound where it is allocated (``_binding``, inside the profile's contexts:
+``_contexts``) or registered (``_registration``); the profile's callables are patched by
+``_targets``; collectives are checked where they run (``_check``, hooked by ``_collectives`` and
+at the profile's group classes). This module ties them together: one :class:`Shim` is installed per process at a
 time, by the outermost :class:`enforce` or for the whole process (``_process``). Uninstalling
 leaves torch exactly as it was.
 """
@@ -26,8 +26,8 @@ from ._report import (
     CommGroupRuntimeWarning,
     GroupMismatchError,
     Violation,
-    check_mode,
 )
+from ._settings import check_mode
 from ._sites import finder_for
 from ._state import Active
 from ._table import TABLE

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from . import ENV_VAR, LOG_ENV_VAR, PROFILE_ENV_VAR
-from ._report import MODES, CommGroupRuntimeWarning, Violation, format_summary, parse_switch
+from ._report import CommGroupRuntimeWarning, Violation, format_summary
+from ._settings import ENV_VAR, LOG_ENV_VAR, MODES, PROFILE_ENV_VAR, parse_switch
 
 _PLUGIN = "commgroup-runtime"
 _CHOICES = (*MODES, "off")

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The runtime shim's GPU checks, for the 2 x H200 device machine (torch 2.11, NCCL 2.28, nvcc,
-# no network). From the repository root, each under the 10-minute limit of one command:
+# The runtime shim's GPU checks, for the H200 device machine (torch 2.11, NCCL, no network).
+# From the repository root, each under the 10-minute limit of one command:
 #
-#     scripts/gpu_check.sh tests     # the GPU tests (about 5 min)      -> $OUT/gpu_tests.txt
-#     scripts/gpu_check.sh bench     # benchmarks/runtime_overhead.py   -> $OUT/overhead_*.txt
+#     scripts/gpu_check.sh tests     # the GPU tests this machine's GPUs can run -> $OUT/gpu_tests.txt
+#     scripts/gpu_check.sh bench     # benchmarks/runtime_overhead.py            -> $OUT/overhead_*.txt
+#
+# The benchmark runs on one GPU (per event in one process, then the smoke step on a one-rank
+# NCCL world), or, with two GPUs or more, on two ranks as well.
 #
 # Wheels carried in .whl/ (megatron-core 0.16.1 for the Megatron test) go to /tmp/site. This
 # checkout is installed editable, without dependencies or network, so that its start-up hook
@@ -25,8 +28,6 @@ export PYTHONUNBUFFERED=1
     nvidia-smi -L
     python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__,
                 "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
-    command -v nvcc && nvcc --version | tail -n 1
-    python3 -m ninja --version
     python3 -c 'import setuptools; print("setuptools", setuptools.__version__)'
 } > "$OUT/env.txt" 2>&1
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -39,15 +40,19 @@ if ! python3 -m pip install --no-index --no-deps --no-build-isolation -e . > "$O
 fi
 case "$what" in
     tests)
-        timeout 540 python3 -m pytest tests/runtime/test_rt_gpu.py tests/runtime/test_rt_allocator_hook.py -m gpu -v -rs -s \
+        timeout 540 python3 -m pytest tests/runtime/test_rt_gpu.py tests/runtime/test_rt_cuda.py -m gpu -v -rs -s \
             -p no:cacheprovider 2>&1 \
             | tee "$OUT/gpu_tests.txt"
         exit "${PIPESTATUS[0]}"
         ;;
     bench)
-        timeout 420 python3 benchmarks/runtime_overhead.py --device cuda 2>&1 | tee "$OUT/overhead_cuda.txt"
+        timeout 150 python3 benchmarks/runtime_overhead.py --in-process --device cuda 2>&1 \
+            | tee "$OUT/overhead_in_process.txt"
         status=${PIPESTATUS[0]}
-        timeout 120 python3 benchmarks/runtime_overhead.py --in-process 2>&1 | tee "$OUT/overhead_in_process.txt"
+        gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+        world=$(( gpus >= 2 ? 2 : 1 ))
+        timeout 400 python3 benchmarks/runtime_overhead.py --device cuda --world "$world" 2>&1 \
+            | tee "$OUT/overhead_cuda.txt"
         exit $(( status || PIPESTATUS[0] ))
         ;;
     *)
