@@ -53,6 +53,8 @@ class Knowledge:
     """Methods of a group (or of its torch backend) that register a memory pool with it."""
     group_sources: Mapping[str, tuple[str, ...]]
     """For a group name (a `default`), the module attributes and argument-less getters that give it."""
+    getters: Mapping[str, str]
+    """Getters that return one group, with its name (``tp``): what they return is named so."""
     group_classes: Mapping[str, GroupClass]
     collective_methods: frozenset[str]
     helpers: frozenset[str]
@@ -69,6 +71,8 @@ class Knowledge:
             pool_bindings=dict(profile.pool_bindings),
             register_pool_methods=profile.methods.register_pool,
             group_sources=_group_sources(profile),
+            getters={name: next(iter(groups)) for name, groups in profile.getters.items()
+                     if len(groups) == 1 and _PLAIN_NAME.fullmatch(name)},
             group_classes=dict(profile.runtime.group_classes),
             collective_methods=profile.collective_methods,
             helpers=frozenset(profile.allocators) | frozenset(profile.collectives),

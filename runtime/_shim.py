@@ -19,6 +19,7 @@ from ._collectives import CollectiveHooks
 from ._divergence import Divergence
 from ._groups import group_label, rank
 from ._knowledge import Knowledge
+from ._names import learn_names
 from ._patch import Patcher
 from ._report import (
     GROUP_MISMATCH,
@@ -114,15 +115,16 @@ class Shim:
         else:
             return None
         coll = self.finder.find()
+        learn_names((alloc, bound, pg), self.finder.user_frame())
         site = rec.site if rec is not None and rec.site is not None else coll
         if code == GROUP_MISMATCH:
             message = (
-                f"CGL002 buffer bound to group '{group_label(bound)}' (allocated at {site.short()}) "
+                f"{GROUP_MISMATCH} buffer bound to group '{group_label(bound)}' (allocated at {site.short()}) "
                 f"is used by {name} on group '{group_label(pg)}' at {coll.short()}"
             )
         else:
             message = (
-                f"CGL005 buffer allocated under group '{group_label(alloc)}' (at {site.short()}) "
+                f"{POOL_REUSE} buffer allocated under group '{group_label(alloc)}' (at {site.short()}) "
                 f"reuses a pool block registered with group '{group_label(bound)}', not "
                 f"'{group_label(alloc)}'; {name} on group '{group_label(pg)}' at {coll.short()} "
                 "does not get the symmetric path"

@@ -14,6 +14,8 @@ being compiled they stand aside, so ``torch.compile`` traces the original.
   group argument, and a **pool binding** its pool argument with its group (or groups);
 * a **group class** has its collective methods checked on the group in its ``group_attr``, and
   its ``register_pool`` methods bind their pool to that group;
+* a **getter** of one group (``get_tp_group``) names what it returns after that group (``tp``),
+  for messages;
 * **helpers** (allocators and collective helpers) have their frames skipped when the shim
   looks for the caller's line.
 
@@ -37,7 +39,7 @@ from . import _imports, _sites
 from ._arguments import OFF, Argument, GroupArgument
 from ._check import checked
 from ._contexts import Binds, context_function, group_binds, patch_context_class, pool_binds
-from ._groups import named_group
+from ._groups import named_group, returned_by_getter
 from ._knowledge import Knowledge
 from ._patch import Patcher
 from ._registration import pool_method
@@ -61,6 +63,19 @@ def _then_bind(func: Callable[..., Any], subject: Callable[[Any, tuple, dict], A
         return out
 
     return wrapper
+
+
+def _naming(func: Callable[..., Any], canonical: str) -> Callable[..., Any]:
+    """``func``, a getter of the profile's group ``canonical``, naming what it returns so."""
+
+    @functools.wraps(func)
+    def getter(*args: Any, **kwargs: Any) -> Any:
+        out = func(*args, **kwargs)
+        if out is not None and active() is not None:
+            returned_by_getter(out, canonical)
+        return out
+
+    return getter
 
 
 def _returned(out: Any, args: tuple, kwargs: dict) -> Any:
@@ -110,7 +125,7 @@ class Targets:
     def apply(self) -> None:
         k = self.knowledge
         names = {*k.contexts, *k.pool_contexts, *k.allocators, *k.registrations, *k.pool_bindings,
-                 *k.group_classes, *k.helpers}
+                 *k.group_classes, *k.helpers, *k.getters}
         for name in names:
             parts = name.split(".")
             for i in range(1, len(parts)):
@@ -190,6 +205,8 @@ class Targets:
             binding = k.pool_bindings[name]
             pool = Argument.of(func, binding.pool.param, binding.pool.index, leading)
             return _then_bind(func, _argument(pool), self._group(binding.groups, func, leading), "bind_pool")
+        if name in k.getters:
+            return _naming(func, k.getters[name])
         return None
 
     def _binds(self, name: str, func: Any, leading: int) -> Binds | None:

@@ -51,12 +51,12 @@ MAIN = textwrap.dedent(
             torch.cuda.set_device(rank)
         if not dist.is_initialized():
             dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=init, rank=rank, world_size=2)
-        group = dist.new_group([0, 1])
-        other = dist.new_group([0, 1])
-        with symmetric(group):  # CONTEXT
+        tp = dist.new_group([0, 1])
+        ep = dist.new_group([0, 1])
+        with symmetric(tp):  # CONTEXT
             buf = torch.ones(1024, device=device)  # ALLOCATION
-        dist.all_reduce(buf, group=group)  # RIGHT GROUP
-        dist.all_reduce(buf, group=other)  # WRONG GROUP
+        dist.all_reduce(buf, group=tp)  # RIGHT GROUP
+        dist.all_reduce(buf, group=ep)  # WRONG GROUP
         dist.barrier()
         dist.destroy_process_group()
 

@@ -44,6 +44,12 @@ def test_both_ranks_log_the_wrong_group_at_the_allocation(project: Path, logged:
     assert all(r["collective"] == "all_reduce" and r["mode"] == "report" for r in logged)
 
 
+def test_groups_are_named_by_the_variables_holding_them(logged: list[dict]) -> None:
+    assert [(r["buffer_group"], r["collective_group"]) for r in logged] == [("tp", "ep")] * 2
+    assert all(r["message"].startswith("CGL002 buffer bound to group 'tp' ") and " on group 'ep' at " in r["message"]
+               for r in logged)
+
+
 def test_the_log_renders_as_sarif(project: Path, logged: list[dict]) -> None:
     from test_cli import run
     from test_reporters import validate_sarif
