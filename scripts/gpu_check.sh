@@ -11,18 +11,22 @@
 # Wheels carried in .whl/ (megatron-core 0.16.1 for the Megatron test) go to /tmp/site. This
 # checkout is installed editable, without dependencies or network, so that its start-up hook
 # (commgroup_lint_runtime.pth) reaches the ranks the tests spawn. NVLink multicast stays off:
-# NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 are the
-# machine's own settings; the script stops if one is missing and never changes them.
+# on two GPUs or more, NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
+# NVSHMEM_DISABLE_NVLS=1 are the machine's own settings; the script stops if one is missing
+# and never changes them.
 set -uo pipefail
 what=${1:-tests}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-for var in NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS; do
-    if [ -z "${!var:-}" ]; then
-        echo "error: $var is not set: refusing to run (NVLink multicast must stay off)" >&2
-        exit 2
-    fi
-done
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+if [ "$gpus" -ge 2 ]; then  # one GPU has no NVLink peer: nothing to keep off
+    for var in NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS; do
+        if [ -z "${!var:-}" ]; then
+            echo "error: $var is not set: refusing to run on $gpus GPUs (NVLink multicast must stay off)" >&2
+            exit 2
+        fi
+    done
+fi
 export PYTHONUNBUFFERED=1
 {
     nvidia-smi -L
@@ -49,7 +53,6 @@ case "$what" in
         timeout 150 python3 benchmarks/runtime_overhead.py --in-process --device cuda 2>&1 \
             | tee "$OUT/overhead_in_process.txt"
         status=${PIPESTATUS[0]}
-        gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
         world=$(( gpus >= 2 ? 2 : 1 ))
         timeout 400 python3 benchmarks/runtime_overhead.py --device cuda --world "$world" 2>&1 \
             | tee "$OUT/overhead_cuda.txt"
