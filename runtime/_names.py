@@ -7,6 +7,8 @@ says which come first), once per group and collective site: the cost is the viol
 
 from __future__ import annotations
 
+import inspect
+import sys
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -69,11 +71,30 @@ def learn_names(groups: Iterable[Any], frame: types.FrameType | None) -> None:
             _HELD[pg] = parameters[pg]
 
 
+def _locals(frame: types.FrameType) -> dict[str, Any]:
+    """A copy of ``frame``'s local variables. Before Python 3.13, reading a function frame's
+    ``f_locals`` stores such a copy in the frame, which keeps every local's value alive as long
+    as the frame runs (a buffer the code deleted would never go back to the allocator): that
+    copy is emptied again, unless something else holds it (``locals()`` returned it to the
+    code), and the next reader refills it."""
+    stored = frame.f_locals
+    copy = dict(stored)
+    if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        if sys.getrefcount(stored) <= _HELD_BY_FRAME_AND_HERE:
+            stored.clear()
+    return copy
+
+
+#: References to a function frame's stored locals while ``_locals`` reads them: the frame's,
+#: ``stored``'s and ``getrefcount``'s argument.
+_HELD_BY_FRAME_AND_HERE = 3
+
+
 def _candidates(frame: types.FrameType, parameters: dict[Any, str]) -> list[tuple[str, Any]]:
     """``(name, group)`` for what ``frame`` holds, best first; parameters go to ``parameters``."""
     code = frame.f_code
     params = set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
-    local = dict(frame.f_locals)
+    local = _locals(frame)
     found = []
     owner = local.get("self")
     if owner is not None:
@@ -90,7 +111,7 @@ def _candidates(frame: types.FrameType, parameters: dict[Any, str]) -> list[tupl
             parameters.setdefault(pg, name)
         else:
             found.append((name, pg))
-    if frame.f_globals is not frame.f_locals:
+    if code.co_flags & inspect.CO_OPTIMIZED:  # a function's: its module's globals are another namespace
         found += [(name, pg) for name, value in list(frame.f_globals.items())
                   if not name.startswith("__") and (pg := group_in(value)) is not None]
     return found

@@ -120,3 +120,21 @@ def test_name_group_comes_first(fresh):
             buf = torch.ones(4)
         dist.all_reduce(buf, group=ep)
     assert _names(ctx) == [("tp", "experts")]
+
+
+def test_looking_for_names_keeps_no_local_alive(fresh):
+    """Before Python 3.13, reading a frame's locals stores a copy in the frame: a buffer the code
+    deleted after a violation stayed alive (and its memory was never handed out again)."""
+    import gc
+    import weakref
+
+    tp, ep = fresh
+    with runtime.enforce("report") as ctx:
+        with runtime.simulated_symmetric_memory(tp):
+            buf = torch.ones(4)
+        dist.all_reduce(buf, group=ep)
+        storage = weakref.ref(buf.untyped_storage())
+        del buf
+        gc.collect()
+    assert _names(ctx) == [("tp", "ep")]
+    assert storage() is None
