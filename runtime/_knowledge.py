@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from commgroup_lint.config import Config, ConfigError, configured_profile, find_config, load_config
+from commgroup_lint.config import PYPROJECT, SECTION, Config, ConfigError, configured_profile, find_config, load_config
 from commgroup_lint.profile import (
     Context,
     GroupParam,
@@ -35,6 +35,7 @@ from commgroup_lint.profile import (
 )
 from commgroup_lint.runtime_profile import GroupClass
 
+from ._regular import NotRegular, check_regular
 from ._settings import PROFILE_ENV_VAR
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
@@ -108,7 +109,38 @@ def load(profile: str | Sequence[str] | None = None, cwd: str | os.PathLike[str]
     an unknown profile and ``ConfigError`` for a malformed configuration file."""
     config = find_config([], Path(cwd or os.getcwd())) if use_config else None
     stamp = config.stat().st_mtime_ns if config is not None else None
+    if config is not None:
+        _check_profile_files(config)
     return _load(requested_profiles(profile), config, stamp)
+
+
+def _check_profile_files(config: Path) -> None:
+    """``ConfigError`` when a file of the configuration's ``profile-files`` is no regular file
+    or is too large: read, a FIFO would hang the program at ``import torch`` and a link to
+    ``/dev/zero`` would fill its memory. The configuration's own reader then never sees it."""
+    from commgroup_lint.config import _read_toml
+
+    data, _ = _section(_read_toml(config), config)
+    names = data.get("profile-files", []) if isinstance(data, dict) else []
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str):
+            _check_profile_file(config.parent / name, config)
+
+
+def _section(data: dict[str, Any], path: Path) -> tuple[Any, str]:
+    """The configuration's table in the TOML ``data`` of ``path``, as ``load_config`` reads it,
+    and the prefix of its keys in messages."""
+    if path.name != PYPROJECT:
+        return data, ""
+    tool = data.get("tool", {})
+    return (tool.get(SECTION, {}) if isinstance(tool, dict) else {}), f"tool.{SECTION}."
+
+
+def _check_profile_file(path: Path, config: Path) -> None:
+    try:
+        check_regular(path)
+    except NotRegular as exc:
+        raise ConfigError(f"{config}: key 'profile-files': {exc}; name regular TOML files") from None
 
 
 @functools.lru_cache(maxsize=8)
@@ -166,15 +198,12 @@ class _Pieces:
 
     def config(self, path: Path) -> Config:
         """The pieces of the configuration file ``path`` that the shim reads and that hold."""
-        from commgroup_lint.config import PYPROJECT, SECTION, _Parser, _read_toml
+        from commgroup_lint.config import _Parser, _read_toml
 
         data = self.attempt(f"the configuration {path}", lambda: _read_toml(path))
         if data is _FAILED:
             return Config()
-        prefix = ""
-        if path.name == PYPROJECT:  # as load_config reads it
-            tool = data.get("tool", {})
-            data, prefix = (tool.get(SECTION, {}) if isinstance(tool, dict) else {}), "tool.commgroup-lint."
+        data, prefix = _section(data, path)
         parser = _Parser(path, prefix)
         profiles = self.attempt("the configuration's profiles", lambda: parser.profiles(data))
         if profiles not in (None, _FAILED):
@@ -192,6 +221,7 @@ class _Pieces:
         """One file of ``profile-files`` (with the shipped profiles it extends), or ``_FAILED``."""
 
         def read() -> Profile:
+            _check_profile_file(parser.root / name, parser.path)
             (own,) = parser.profile_files({"profile-files": [name]})
             load_profiles(own.extends)
             return own
