@@ -1,19 +1,9 @@
 """commgroup-lint's runtime shim: the static rules' checks, re-done while real code runs.
 
-Importing this package never imports torch; torch is loaded when a name below that needs it
-is first used. Installing the package installs a start-up hook (``commgroup_lint_runtime.pth``):
-with ``COMMGROUP_LINT_RUNTIME=assert|warn|report`` set, every Python process of the
-environment installs the shim when it imports torch. What the shim knows of the engines comes
-from the linter's profiles and the user's configuration (``_knowledge``).
-
-Public API (see ``docs/runtime.md``):
-
-* :class:`enforce` -- context manager installing the shim (``mode="assert"|"warn"|"report"``).
-* :class:`simulated_symmetric_memory` -- tag tensors allocated inside as bound to a group.
-* :class:`SimulatedSymmetricPool` -- the registration scheme the simulated pool models.
-* :class:`GroupMismatchError`, :class:`CommGroupRuntimeWarning`, :class:`Violation`.
-* :func:`name_group`, :func:`group_label`, :func:`bind_buffer`, :func:`helper`,
-  :func:`violations`, :func:`clear_violations`, :func:`install_from_env`.
+Importing this package never imports torch: the names that need it are loaded when first
+used. Installing the package installs a start-up hook (``commgroup_lint_runtime.pth``): with
+``COMMGROUP_LINT_RUNTIME=assert|warn|report`` set, every Python process of the environment
+installs the shim when it imports torch. The public API is ``__all__`` (see docs/runtime.md).
 """
 
 from __future__ import annotations

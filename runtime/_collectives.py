@@ -1,23 +1,16 @@
 """Checks at the collectives, and nowhere else: no other torch call pays for the shim.
 
-* ``torch.distributed`` collectives are wrapped where they are looked up, as attributes of
-  ``torch.distributed`` and ``distributed_c10d``: the fast path (one wrapper call, then the
-  check).
-* A name imported before the shim was installed (``from torch.distributed import
-  all_reduce``) still reaches the collective itself. Collectives hand themselves to torch's
-  function-mode machinery (``if has_torch_function(args): return
-  handle_torch_function(collective, ...)``), looking both names up in ``distributed_c10d``'s
-  globals. The shim replaces those two globals: while it is active and the call has not been
-  checked yet, ``has_torch_function`` answers yes and ``handle_torch_function`` checks the
-  call and runs the collective's body; a real function mode or tensor subclass still gets the
-  call, after the check. (torch 2.11's list ``reduce_scatter`` and ``broadcast`` do not hand
-  themselves over: only their module attributes are checked there.)
-* Functional collectives (``torch.ops._c10d_functional``: what ``torch.compile``d code and
-  DTensor call) and symmetric-memory ops (``torch.ops.symm_mem``) take their group by name.
-  Each gets a kernel for its CPU and CUDA dispatch keys that checks the call, then runs the
-  kernel it replaced (``torch.library.get_kernel``). So compiled collectives are checked
-  when the compiled code runs, and so is the capture of a CUDA graph; its replays are not
-  (nothing runs on the host).
+* ``torch.distributed`` collectives are wrapped as attributes of ``torch.distributed`` and
+  ``distributed_c10d``.
+* A name imported before the shim was installed still reaches the collective itself, which
+  hands itself to torch's function-mode machinery through ``distributed_c10d``'s globals
+  ``has_torch_function`` and ``handle_torch_function``: the shim replaces both, so such a call
+  is checked, then runs (a real function mode or tensor subclass still gets it after the check).
+  torch 2.11's list ``reduce_scatter`` and ``broadcast`` do not hand themselves over.
+* Functional collectives and symmetric-memory ops (``torch.ops._c10d_functional``,
+  ``torch.ops.symm_mem``: what compiled code and DTensor call) take their group by name: each
+  gets a CPU and a CUDA kernel that checks the call, then runs the kernel it replaced. Compiled
+  code is checked when it runs, a CUDA graph when it is captured (its replays run no host code).
 """
 
 from __future__ import annotations

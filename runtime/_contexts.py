@@ -1,13 +1,8 @@
-"""The profile's binding contexts, wrapped: what is allocated in their body is bound to a group.
-
-* a **context** (a function returning a context manager, or a context-manager class) binds
-  what is allocated inside it to its group argument, unless its ``disabled`` argument is true
-  or its ``enabled`` argument false;
-* a **pool context** (``use_mem_pool(pool)``) binds what is allocated inside it to the groups
-  its pool is bound to, now or later.
-
-The binding itself is ``_binding``'s (a function mode, per thread). While code is being
-compiled the wrappers stand aside, so ``torch.compile`` traces the original.
+"""The profile's binding contexts, wrapped: a **context** (a function returning a context
+manager, or a context-manager class) binds what is allocated in its body to its group argument,
+unless its ``disabled`` argument is true or its ``enabled`` one false; a **pool context**
+(``use_mem_pool(pool)``) binds it to the groups its pool is bound to, now or later. The binding
+itself is ``_binding``'s; while code is being compiled the wrappers stand aside.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""What the shim knows of the engines: the linter's profiles and the user's configuration.
-
-The same data the static rules read, merged the same way (``config.configured_profile``):
-the shipped profiles (all of them unless a selection names some: ``enforce(profile=...)``,
-``COMMGROUP_LINT_RUNTIME_PROFILE``, the pytest option, or the configuration's ``profiles``
-/ ``profile`` key), each with the profiles it extends, then the user's own engine profiles
-(``profile-files``), then the ``extend-profile`` table of the configuration file found from
-the working directory upward (``[tool.commgroup-lint]`` in ``pyproject.toml``, or
-``commgroup-lint.toml``). Entries whose module is never imported cost nothing, so loading
-every shipped profile is the detection.
-
-Reading them imports the linter's profile and configuration modules only: no torch, libcst,
-click, rich or pathspec.
+"""What the shim knows of the engines: the linter's profiles and the user's configuration,
+merged as the static rules merge them (``config.configured_profile``; see docs/runtime.md).
+Entries whose module is never imported cost nothing, so loading every shipped profile is the
+detection. Reading them imports no torch, libcst, click, rich or pathspec.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Binding at registration: memory registered with a group after it was allocated.
 
-The profile drives it (``_targets``): its ``registrations`` (``rendezvous(tensor, group)``)
-call :func:`register`, its ``pool_bindings`` and the ``register_pool`` methods of its group
-classes call :func:`bind_pool`; memory allocated under its ``pool_contexts``
-(``use_mem_pool(pool)``) is bound to the pool's groups (``_binding.start_pool_binding``).
-Hard-coded here is only what a profile cannot say:
-
-* ``torch.distributed._symmetric_memory.empty(...)`` records the tensor it returns, its group
-  still unknown, so that the registration that follows finds its allocation line: a profile
-  names the calls that bind memory to a group, not an allocation whose group comes later;
-* the objects a ``register_pool`` method (``register_mem_pool``) is called on in torch itself:
-  its process group and backend classes (``ProcessGroupNCCL``), and the group of a backend
-  (``_group_of_backend``), which no profile entry can express;
-* the inverse, ``deregister_mem_pool`` on the same classes: a profile says how memory gets
-  bound, not how it is released.
+The profile's ``registrations`` (``rendezvous(tensor, group)``) call :func:`register`; its
+``pool_bindings`` and its group classes' ``register_pool`` methods call :func:`bind_pool`
+(``_targets`` wraps them). Built in is only what a profile cannot say: the tensor that
+``torch.distributed._symmetric_memory.empty`` returns is recorded, its group unknown until a
+registration names it (so that it keeps its allocation line); torch's own process group and
+backend classes carry ``register_mem_pool``, whose group is the backend's; and
+``deregister_mem_pool`` unbinds.
 """
 
 from __future__ import annotations

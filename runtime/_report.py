@@ -69,18 +69,8 @@ class Violation:
         return (self.code, self.path, self.line, self.collective_path, self.collective_line)
 
     def as_dict(self) -> dict:
-        return {
-            "code": self.code,
-            "message": self.message,
-            "path": self.path,
-            "line": self.line,
-            "collective": self.collective,
-            "collective_path": self.collective_path,
-            "collective_line": self.collective_line,
-            "buffer_group": self.buffer_group,
-            "collective_group": self.collective_group,
-            "rank": self.rank,
-        }
+        """The fields of the runtime log's records (all but ``details``), in their order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Violation:

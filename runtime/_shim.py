@@ -66,11 +66,7 @@ class Shim:
         self.collectives.uninstall()
         self.patcher.restore()
 
-    # -- what the hooks call ---------------------------------------------------------------
-    compiling = staticmethod(_binding.is_compiling)
-    bind_result = staticmethod(_binding.bind_result)
-    register = staticmethod(_registration.register)
-    bind_pool = staticmethod(_registration.bind_pool)
+    compiling = staticmethod(_binding.is_compiling)  # what the hooks ask
 
     def verdicts(self, name: str, args: tuple, kwargs: dict, pg: Any) -> list[Violation]:
         """The violations of one collective on ``pg`` (the slow path of :func:`checked`)."""

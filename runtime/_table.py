@@ -1,18 +1,10 @@
 """The binding table: which storage is bound to which group.
 
-Each record covers one storage, keyed by the address where its memory starts, so a view or
-slice of a bound buffer (any tensor on that storage) finds it in one dictionary read. A weak
-reference on the storage, with a callback, removes the record when the storage is freed, so a
-later allocation at the same address is not mistaken for the old buffer. A dictionary, not
-sorted intervals: binding and freeing run once per allocation inside a binding context, and
-cost one store and one delete.
-
-Registered memory segments (a NCCL mem pool registered with a group's communicator) are
-kept in a second table, of sorted intervals per device: there the unit is a segment, not a
-storage, and a buffer is anywhere inside one.
-
-Tensors are only asked for ``untyped_storage()``, ``data_ptr()``, ``storage_offset()`` and
-``get_device()``.
+Each record covers one storage, keyed by the address where its memory starts, so any view of a
+bound buffer finds it in one dictionary read; a weak reference on the storage removes the
+record when the storage is freed, so later memory at that address is not taken for it.
+Registered memory segments (a NCCL mem pool registered with a group) are sorted intervals per
+device: a buffer is anywhere inside one.
 """
 
 from __future__ import annotations
@@ -104,9 +96,6 @@ class _Intervals:
         i = self.at(start)
         if i >= 0:
             del self.starts[i], self.ends[i], self.items[i]
-
-    def __len__(self) -> int:
-        return len(self.starts)
 
 
 class BindingTable:

@@ -1,27 +1,14 @@
-"""The profile's callables, hooked where the program defines them: contexts, pool contexts,
-allocators, registrations, pool bindings, group classes, helpers.
+"""The profile's callables, hooked where the program defines them.
 
-Each is patched when its module is imported (``_imports.when_imported``), or at once when it
-already is; a function imported by name elsewhere before that (``from m import f``) is found
-in every loaded module and re-bound too. Classes are patched in place, so every spelling of
-them is covered. The wrappers cost one attribute read while no shim is active; while code is
-being compiled they stand aside, so ``torch.compile`` traces the original.
-
-* contexts and pool contexts bind their body (``_contexts``);
-* an **allocator** binds the tensors it returns to its group argument (those it did not bind
-  through a context already);
-* a **registration** (``rendezvous(tensor, group)``) registers its buffer argument with its
-  group argument, and a **pool binding** its pool argument with its group (or groups);
-* a **group class** has its collective methods checked on the group in its ``group_attr``, and
-  its ``register_pool`` methods bind their pool to that group;
-* a **getter** of one group (``get_tp_group``) names what it returns after that group (``tp``),
-  for messages;
-* **helpers** (allocators and collective helpers) have their frames skipped when the shim
-  looks for the caller's line.
-
-A group argument left out (or None) is the entry's ``default`` group, found through the
-profile's attributes and getters when the call runs; without a ``default``, torch's
-convention: the default (world) group.
+Each is patched when its module is imported (``_imports.when_imported``), or at once; a
+function imported by name elsewhere before that (``from m import f``) is re-bound in every
+loaded module. Classes are patched in place. Contexts and pool contexts bind their body
+(``_contexts``); an allocator binds what it returns, a registration its buffer and a pool
+binding its pool, to their group argument (left out: the entry's ``default`` group, else
+torch's world group); a group class's collective methods are checked on its ``group_attr``
+group; a getter of one group names what it returns after it; helpers' frames are skipped
+when the shim looks for the user's line. The wrappers cost one attribute read while no shim is
+active, and stand aside while ``torch.compile`` traces.
 """
 
 from __future__ import annotations
@@ -37,29 +24,29 @@ from commgroup_lint.profile import GroupParam
 
 from . import _imports, _sites
 from ._arguments import OFF, Argument, GroupArgument
+from ._binding import bind_result
 from ._check import checked
 from ._contexts import Binds, context_function, group_binds, patch_context_class, pool_binds
 from ._groups import named_group, returned_by_getter
 from ._knowledge import Knowledge
 from ._patch import Patcher
-from ._registration import pool_method
+from ._registration import bind_pool, pool_method, register
 from ._state import active
 
 
 def _then_bind(func: Callable[..., Any], subject: Callable[[Any, tuple, dict], Any], group: GroupArgument,
-               action: str) -> Callable[..., Any]:
-    """``func``, then (while a shim is active) ``shim.<action>(subject, group)``: what it
-    returned (an allocator) or one of its arguments (a registration's buffer, a pool binding's
-    pool), bound to its group argument."""
+               action: Callable[[Any, Any], None]) -> Callable[..., Any]:
+    """``func``, then (while a shim is active) ``action(subject, group)``: what it returned (an
+    allocator) or one of its arguments (a registration's buffer, a pool binding's pool), bound
+    to its group argument."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         out = func(*args, **kwargs)
-        shim = active()
-        if shim is not None:
+        if active() is not None:
             target = group.value(args, kwargs)
             if target is not OFF:
-                getattr(shim, action)(subject(out, args, kwargs), target)
+                action(subject(out, args, kwargs), target)
         return out
 
     return wrapper
@@ -196,15 +183,15 @@ class Targets:
         if binds is not None:
             return context_function(func, binds)
         if name in k.allocators:
-            return _then_bind(func, _returned, self._group(k.allocators[name], func, leading), "bind_result")
+            return _then_bind(func, _returned, self._group(k.allocators[name], func, leading), bind_result)
         if name in k.registrations:
             spec = k.registrations[name]
             buffer = Argument.of(func, spec.buffer.param, spec.buffer.index, leading)
-            return _then_bind(func, _argument(buffer), self._group(spec.group, func, leading), "register")
+            return _then_bind(func, _argument(buffer), self._group(spec.group, func, leading), register)
         if name in k.pool_bindings:
             binding = k.pool_bindings[name]
             pool = Argument.of(func, binding.pool.param, binding.pool.index, leading)
-            return _then_bind(func, _argument(pool), self._group(binding.groups, func, leading), "bind_pool")
+            return _then_bind(func, _argument(pool), self._group(binding.groups, func, leading), bind_pool)
         if name in k.getters:
             return _naming(func, k.getters[name])
         return None

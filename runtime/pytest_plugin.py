@@ -197,11 +197,7 @@ class _Runtime:
         shim, self.test_shim = self.test_shim, None
         if shim is not None:
             shim.__exit__(None, None, None)
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _restore(saved_env)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
@@ -245,16 +241,21 @@ class _Runtime:
         terminalreporter.write_line(format_summary(found))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        for key, value in self.saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _restore(self.saved_env)
         if self.own_log and self.log:
             try:
                 os.unlink(self.log)
             except OSError:
                 pass
+
+
+def _restore(saved_env: dict[str, str | None]) -> None:
+    """The environment variables as they were (None: unset)."""
+    for key, value in saved_env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture
