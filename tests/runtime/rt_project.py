@@ -168,10 +168,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report", **env: str) -> subprocess.CompletedProcess[str]:
-    """``main.py INIT ARGV...`` in ``root``, the shim on through the environment only."""
+def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report", python: str = sys.executable,
+              **env: str) -> subprocess.CompletedProcess[str]:
+    """``python main.py INIT ARGV...`` in ``root``, the shim on through the environment only."""
     init = "file://" + str(root / "store")
     return subprocess.run(
-        [sys.executable, "main.py", init, *argv], cwd=root, capture_output=True, text=True, timeout=540,
+        [python, "main.py", init, *argv], cwd=root, capture_output=True, text=True, timeout=540,
         env=clean_env(COMMGROUP_LINT_RUNTIME=mode, COMMGROUP_LINT_RUNTIME_LOG=str(log), **env),
     )
