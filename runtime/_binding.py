@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -153,7 +154,7 @@ _push_mode = torch._C._push_on_torch_function_stack  # TorchFunctionMode.__enter
 _pop_mode = torch._C._pop_torch_function_stack  # their two Python calls each
 
 
-def _open(group: Any, pool: Any, registered: frozenset) -> Frame:
+def _open(group: Any, pool: Any, registered: AbstractSet[Any]) -> Frame:
     """Open a frame on this thread; the first one pushes the thread's mode on torch's stack."""
     mode = _MODES.mode
     if mode is None:

@@ -35,7 +35,7 @@ class Binds:
 
 
 @functools.cache
-def _lists_segments(cls: type) -> bool:
+def _lists_segments(cls: Any) -> bool:
     """Whether pools of type ``cls`` list their segments (a CUDA ``MemPool``): the shim then
     reads their registrations from the segments, and their memory's records never carry
     the pool's groups (see ``_registration.bind_pool``)."""
@@ -80,7 +80,7 @@ def pool_binds(pool: Argument) -> Binds:
 
 def _theirs(pool: Any) -> bool:
     """Whether a pool context over ``pool`` made now would bind nothing (see :func:`pool_binds`)."""
-    return (OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))
+    return (OPENING.depth > 0 or binding_open()) and _lists_segments(type(pool))  # type: ignore[arg-type]  # a type is hashable
 
 
 class _BoundContext:
@@ -121,7 +121,7 @@ class _BoundContext:
 
 
 @functools.cache
-def _binds_body(cls: type) -> bool:
+def _binds_body(cls: Any) -> bool:
     """Whether a context's manager of type ``cls`` can bind its body: not a ``nullcontext``
     (a one-rank group, symmetric memory off). Cached: asked at every context's entry, and an
     ``isinstance`` on ``nullcontext`` (an ABC) runs Python code."""
@@ -139,7 +139,7 @@ def context_function(func: Callable[..., Any], binds: Binds) -> Callable[..., An
     def context(*args: Any, **kwargs: Any) -> Any:
         cm = func(*args, **kwargs)
         shim = Active.shim
-        if shim is None or not _binds_body(type(cm)) or shim.compiling():
+        if shim is None or not _binds_body(type(cm)) or shim.compiling():  # type: ignore[arg-type]  # a type is hashable
             return cm
         bound = target(args, kwargs)
         return cm if bound is OFF else _BoundContext(cm, binds, bound)
@@ -161,9 +161,9 @@ def _pool_context_function(func: Callable[..., Any], binds: Binds, argument: Arg
         if shim is None:
             return cm
         pool = kwargs[name] if kwargs and name in kwargs else args[at] if at < len(args) else None
-        if pool is None or OPENING.depth > 0 and _lists_segments(type(pool)):
+        if pool is None or OPENING.depth > 0 and _lists_segments(type(pool)):  # type: ignore[arg-type]  # a type is hashable
             return cm
-        if not _binds_body(type(cm)) or shim.compiling() or binding_open() and _lists_segments(type(pool)):
+        if not _binds_body(type(cm)) or shim.compiling() or binding_open() and _lists_segments(type(pool)):  # type: ignore[arg-type]  # a type is hashable
             return cm
         return _BoundContext(cm, binds, pool)
 
@@ -187,7 +187,7 @@ def _opening(binds: Binds, binding: bool, func: Callable[..., Any], *args: Any, 
 
 def patch_context_class(cls: type, binds: Binds, patcher: Patcher) -> None:
     """``__init__`` notes the target; the binding spans the body, as for ``_BoundContext``."""
-    init, enter, exit_ = cls.__init__, cls.__enter__, cls.__exit__
+    init, enter, exit_ = (getattr(cls, name) for name in ("__init__", "__enter__", "__exit__"))
 
     def __init__(*args: Any, **kwargs: Any) -> None:
         target = binds.target(args, kwargs)

@@ -48,7 +48,7 @@ def _resolve(group: Any) -> Any:
     if group is None or group is dist.group.WORLD:
         return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
     if isinstance(group, str):
-        return dist.distributed_c10d._resolve_process_group(group)
+        return dist.distributed_c10d._resolve_process_group(group)  # type: ignore[arg-type]  # a GroupName
     held = False  # an earlier attribute exists (None here): not a type's reliable holder
     for attr in _WRAPPED:
         pg = getattr(group, attr, _ABSENT)

@@ -155,7 +155,7 @@ def load_lenient(profile: str | Sequence[str] | None = None,
     pieces = _Pieces()
     names = requested_profiles(profile)
     if names is not None and pieces.attempt(f"the profile selection '{','.join(names)}'",
-                                            lambda: load_profiles(names)) is _FAILED:
+                                            functools.partial(load_profiles, names)) is _FAILED:
         names = None
     path = find_config([], Path(cwd or os.getcwd()))
     config = pieces.config(path) if path is not None else Config()

@@ -15,23 +15,25 @@ READ_LIMIT = 16 << 20
 
 
 class NotRegular(OSError):
-    """The path is no regular file (a FIFO, a device, a directory, a socket)."""
+    """The path is no regular file (a FIFO, a device, a directory, a socket), or too large."""
+
+
+def _regular(st: os.stat_result, path: str | os.PathLike[str], limit: int | None = None) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(f"{os.fspath(path)} is not a regular file")
+    if limit is not None and st.st_size > limit:
+        raise NotRegular(f"{os.fspath(path)} is larger than {limit >> 20} MiB")
 
 
 def open_regular(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
     """A descriptor on ``path`` opened with ``flags``, never blocking; ``NotRegular`` (an
-    ``OSError``) when ``path`` is no regular file."""
-    try:
-        named = os.stat(path)
-    except FileNotFoundError:  # to be created (flags say whether it may be)
-        pass
-    else:
-        if not stat.S_ISREG(named.st_mode):  # a FIFO opened for writing with no reader: ENXIO
-            raise NotRegular(f"{os.fspath(path)} is not a regular file")
+    ``OSError``) when ``path`` is no regular file (checked before opening as well: a FIFO
+    opened for writing with no reader fails with a less helpful ``ENXIO``)."""
+    if os.path.exists(path):
+        _regular(os.stat(path), path)
     fd = os.open(path, flags | os.O_NONBLOCK, mode)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegular(f"{os.fspath(path)} is not a regular file")
+        _regular(os.fstat(fd), path)
     except BaseException:
         os.close(fd)
         raise
@@ -44,10 +46,7 @@ def read_regular(path: str | os.PathLike[str], offset: int = 0, limit: int = REA
     try:
         os.lseek(fd, offset, os.SEEK_SET)
         chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -58,11 +57,5 @@ def read_regular(path: str | os.PathLike[str], offset: int = 0, limit: int = REA
 def check_regular(path: str | os.PathLike[str], limit: int = READ_LIMIT) -> None:
     """``NotRegular`` when ``path`` is no regular file or is larger than ``limit`` bytes (a file
     that does not exist is left to its reader to report)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegular(f"{os.fspath(path)} is not a regular file")
-    if st.st_size > limit:
-        raise NotRegular(f"{os.fspath(path)} is larger than {limit >> 20} MiB")
+    if os.path.exists(path):
+        _regular(os.stat(path), path, limit)

@@ -184,14 +184,13 @@ class enforce:
         _STACK.append(self)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         _STACK.remove(self)
         if self._shim is not None:
             shim, self._shim = self._shim, None
             shim.uninstall()
         elif Active.shim is not None and self._outer_mode is not None:
             Active.shim.mode = self._outer_mode
-        return False
 
 
 def install(mode: str, knowledge: Knowledge) -> Shim:

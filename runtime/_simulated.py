@@ -72,8 +72,7 @@ class simulated_symmetric_memory:
             self._frame = start_binding(self.group, self.pool)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         if self._frame is not None:
             frame, self._frame = self._frame, None
             end_binding(frame)
-        return False

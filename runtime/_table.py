@@ -13,6 +13,7 @@ import bisect
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,6 +50,7 @@ class _StorageRef(weakref.ref):
     from references to records; the record holds it alive while it is in the table)."""
 
     __slots__ = ("record",)
+    record: Any
 
 
 def storage_start(tensor: Any) -> int:
@@ -76,7 +78,8 @@ class _Intervals:
             lo -= 1
         hi = bisect.bisect_left(starts, end, lo)
         if lo == hi:  # nothing overlapped (the usual case: the storage it held was freed)
-            starts.insert(lo, start), self.ends.insert(lo, end), self.items.insert(lo, item)
+            for column, value in ((starts, start), (self.ends, end), (self.items, item)):
+                column.insert(lo, value)
         else:
             starts[lo:hi], self.ends[lo:hi], self.items[lo:hi] = [start], [end], [item]
 
@@ -135,7 +138,7 @@ class BindingTable:
     def _freed(self, ref: _StorageRef) -> None:
         """The storage of ``ref`` is being freed: its memory is not yet back in the allocator,
         so no other binding of that address can come between the read and the delete."""
-        rec = ref.record
+        rec: Record = ref.record
         rec.ref = ref.record = None  # no cycle left for the garbage collector
         # Only a record still in the table: one replaced by a later binding of the same
         # memory is not released again.
@@ -206,8 +209,7 @@ class BindingTable:
         """Forget that the segment at ``start`` is registered with ``group`` (None: with any)."""
         with self._lock:
             table = self.segments.get(dev)
-            i = table.at(start) if table is not None else -1
-            if i < 0:
+            if table is None or (i := table.at(start)) < 0:
                 return
             if group is not None:
                 table.items[i].discard(group)
@@ -240,6 +242,7 @@ class PoolGroups:
             if groups.get(key, (None,))[0] is ref:
                 del groups[key]
 
+        ref: Callable[[], Any]
         try:
             ref = weakref.ref(pool, gone)
         except TypeError:  # no weak reference: kept alive

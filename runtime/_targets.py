@@ -172,7 +172,7 @@ class Targets:
             group_attr = k.group_classes[name].group_attr
             wrap_group_methods(cls, k.collective_methods, group_attr, self.patcher)
             wrap_pool_methods(cls, k.register_pool_methods, group_attr, self.patcher)
-        binds = self._binds(name, cls.__init__, leading=1)
+        binds = self._binds(name, cls.__init__, leading=1)  # type: ignore[misc]  # the class's own
         if binds is not None:
             patch_context_class(cls, binds, self.patcher)
 

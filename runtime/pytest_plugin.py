@@ -26,7 +26,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -201,7 +201,7 @@ class _Runtime:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-        outcome = yield
+        outcome: Any = yield
         report = outcome.get_result()
         new = self.poll()
         pid = os.getpid()
@@ -262,5 +262,4 @@ def _restore(saved_env: dict[str, str | None]) -> None:
 def commgroup_violations(request: pytest.FixtureRequest) -> RuntimeViolations:
     """The runtime shim's violations recorded during this test (this process and its
     children), as they are recorded."""
-    runtime: _Runtime = request.config.pluginmanager.get_plugin(_PLUGIN)
-    return RuntimeViolations(runtime, request.node)
+    return RuntimeViolations(cast(_Runtime, request.config.pluginmanager.get_plugin(_PLUGIN)), request.node)
