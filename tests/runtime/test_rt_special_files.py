@@ -53,31 +53,36 @@ def _say(line: str) -> str:
     return f"commgroup-lint runtime: {line}"
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
-def test_a_profile_file_that_is_no_regular_file_is_dropped(tmp_path: Path, kind: str) -> None:
-    special = tmp_path / "engine.toml"
+def _special(path: Path, kind: str) -> Path:
+    """``path`` made a FIFO, or a link to ``/dev/zero``."""
     if kind == "fifo":
-        os.mkfifo(special)
+        os.mkfifo(path)
     else:
-        special.symlink_to("/dev/zero")
-    (tmp_path / "pyproject.toml").write_text('[tool.commgroup-lint]\nprofile-files = ["engine.toml"]\n')
-    out = _run(tmp_path)
+        path.symlink_to("/dev/zero")
+    return path
+
+
+def _ran(out: subprocess.CompletedProcess[str]) -> None:
+    """The program finished, its two violations found."""
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout == "done 2\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_profile_file_that_is_no_regular_file_is_dropped(tmp_path: Path, kind: str) -> None:
+    special = _special(tmp_path / "engine.toml", kind)
+    (tmp_path / "pyproject.toml").write_text('[tool.commgroup-lint]\nprofile-files = ["engine.toml"]\n')
+    out = _run(tmp_path)
+    _ran(out)
     assert _say(f"{tmp_path / 'pyproject.toml'}: key 'profile-files': {special} is not a regular file; "
                 "name regular TOML files; dropped profile file 'engine.toml'") in out.stderr
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
 def test_a_log_that_is_no_regular_file_is_refused_once(tmp_path: Path, kind: str) -> None:
-    log = tmp_path / "runtime.jsonl"
-    if kind == "fifo":
-        os.mkfifo(log)
-    else:
-        log.symlink_to("/dev/zero")
+    log = _special(tmp_path / "runtime.jsonl", kind)
     out = _run(tmp_path, COMMGROUP_LINT_RUNTIME_LOG=str(log))
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == "done 2\n"
+    _ran(out)
     refused = _say(f"cannot write the runtime log {log}: {log} is not a regular file; "
                    "name a regular file in COMMGROUP_LINT_RUNTIME_LOG")
     assert out.stderr.count(refused) == 1, out.stderr
