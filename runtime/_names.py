@@ -31,11 +31,11 @@ def held_name(pg: Any) -> str | None:
 def group_in(value: Any) -> Any:
     """The ProcessGroup ``value`` is or wraps (read from its instance attributes only: no
     property of the user's runs), else None."""
-    if isinstance(value, dist.ProcessGroup):
-        return value
     try:
+        if isinstance(value, dist.ProcessGroup):
+            return value
         attrs = vars(value)
-    except TypeError:
+    except Exception:  # no __dict__, or a proxy whose __class__ or __dict__ fails: no group
         return None
     for attr in WRAPPED:
         pg = attrs.get(attr)
@@ -100,7 +100,7 @@ def _candidates(frame: types.FrameType, parameters: dict[Any, str]) -> list[tupl
     if owner is not None:
         try:
             attrs = list(vars(owner).items())
-        except TypeError:
+        except Exception:  # as in group_in
             attrs = []
         found += [(f"self.{attr}", pg) for attr, value in attrs if (pg := group_in(value)) is not None]
     for name, value in local.items():

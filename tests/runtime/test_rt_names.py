@@ -138,3 +138,25 @@ def test_looking_for_names_keeps_no_local_alive(fresh):
         gc.collect()
     assert _names(ctx) == [("tp", "ep")]
     assert storage() is None
+
+
+class _Proxy:
+    """An object whose attributes fail, as a lazy proxy's can."""
+
+    @property
+    def __dict__(self):  # noqa: PLW3201
+        raise RuntimeError("not materialised")
+
+    @property
+    def __class__(self):
+        raise RuntimeError("not materialised")
+
+
+def test_a_local_whose_attributes_fail_is_no_group(fresh):
+    tp, ep = fresh
+    proxy = _Proxy()  # noqa: F841  (in the frame the names are looked for in)
+    with runtime.enforce("report") as ctx:
+        with runtime.simulated_symmetric_memory(tp):
+            buf = torch.ones(4)
+        dist.all_reduce(buf, group=ep)
+    assert _names(ctx) == [("tp", "ep")]
