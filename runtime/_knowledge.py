@@ -100,8 +100,6 @@ def load(profile: str | Sequence[str] | None = None, cwd: str | os.PathLike[str]
     an unknown profile and ``ConfigError`` for a malformed configuration file."""
     config = find_config([], Path(cwd or os.getcwd())) if use_config else None
     stamp = config.stat().st_mtime_ns if config is not None else None
-    if config is not None:
-        _check_profile_files(config)
     return _load(requested_profiles(profile), config, stamp)
 
 
@@ -136,6 +134,8 @@ def _check_profile_file(path: Path, config: Path) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _load(names: tuple[str, ...] | None, config_path: Path | None, _stamp: int | None) -> Knowledge:
+    if config_path is not None:
+        _check_profile_files(config_path)
     config = load_config(config_path) if config_path is not None else Config()
     return Knowledge.of(configured_profile(config, names))
 
