@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from commgroup_lint.model import Finding, Position
-from commgroup_lint.runtime._log import merged  # type: ignore[import-not-found]  # mapped from runtime/
+from commgroup_lint.runtime._log import merged
 
 _FIELDS = {"code": str, "path": str, "line": int, "message": str}  # what a finding is made of
 
