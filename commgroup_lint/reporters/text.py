@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 GUTTER = 7  # the width of a code frame's `  12 | `
 
 
-def code_frame(text: str, f: Finding) -> str:
-    lines = text.splitlines()
+def code_frame(lines: list[str], f: Finding) -> str:
+    """The finding's line (of the file's `lines`) with a caret under its span."""
     if not 0 < f.start.line <= len(lines):
         return ""
     line = lines[f.start.line - 1].expandtabs(1)
@@ -37,13 +37,16 @@ def help_line(f: Finding) -> str | None:
 def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = False) -> None:
     from rich.markup import escape
 
+    lines: dict[str, list[str]] = {}  # by path, split once: a file may hold thousands of findings
     for f in result.findings:
         mark = "[*] " if applicable(f.fix, unsafe_fixes) else ""
         console.print(
             f"[bold]{escape(f.path)}[/]:{f.start.line}:{f.start.column}: [bold red]{f.code}[/] {escape(mark)}{escape(f.message)}",
             soft_wrap=True,
         )
-        frame = code_frame(result.sources.get(f.path, ""), f)
+        if f.path not in lines:
+            lines[f.path] = result.sources.get(f.path, "").splitlines()
+        frame = code_frame(lines[f.path], f)
         if frame:
             console.print(escape(frame), style="dim", soft_wrap=True)
         help_text = help_line(f)
