@@ -6,6 +6,7 @@ into one line and exit 2 (130 for Ctrl-C).
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
 from collections.abc import Sequence
@@ -152,7 +153,9 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
         with progress_reporter(len(checked), quiet, color=color) as advance:
-            return settings.lint(where, checked, advance)
+            done = settings.lint(where, checked, advance)
+        gc.freeze()  # kept until the command exits: the collector need not scan it again
+        return done
 
     linter, result = lint()
     fixed, unwritten = None, False  # unwritten: a fix that could not be written (exit 2)

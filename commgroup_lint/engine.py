@@ -491,15 +491,15 @@ def _named(findings: Iterable[Finding], display: str) -> list[Finding]:
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while linting: the IR and facts are large, acyclic
     and alive until the end, and the collector's full passes over them cost more than half of
-    a cold run. Reference counting still frees everything as usual. What the run made is
-    frozen before the collector comes back, so its first pass does not scan it all."""
+    a cold run. Reference counting still frees everything as usual. Nothing is frozen here: a
+    long-lived process (the language server) must get its garbage back; a one-shot command
+    may freeze what it keeps until it exits (`cli`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            gc.freeze()
             gc.enable()
 
 
