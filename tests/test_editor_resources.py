@@ -8,10 +8,11 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+from test_bad_input import GOOD
+
 from commgroup_lint.editor import check_buffer
 from commgroup_lint.model import Position
 from commgroup_lint.source import SOURCE_LIMIT
-from test_bad_input import GOOD
 
 
 def tracked_after_collection() -> int:
