@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from lintkit import FIXABLE
 from test_bad_input import GOOD
 from test_exit_codes import cli

@@ -18,7 +18,6 @@ from commgroup_lint.model import Finding, Severity
 from commgroup_lint.rule import all_rules
 from commgroup_lint.terminal import printable
 
-
 LINE_BREAKS = "\r\n"  # a message may span lines: escaped as the toolkit escapes them, not as `\\xNN`
 
 
