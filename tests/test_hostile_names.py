@@ -84,3 +84,10 @@ def test_diff_headers(tmp_path: Path) -> None:
     proc = cli(tmp_path, "check", "--no-cache", "--color", "never", "--diff", ".")
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["--- a/./new\\x0aline\\x1b[1m.py", "+++ b/./new\\x0aline\\x1b[1m.py"]
+
+
+def test_a_location_is_never_taken_for_an_emoji_code(tmp_path: Path) -> None:
+    """`m.py:100:12` holds rich's `:100:` emoji code; it is printed as written."""
+    (tmp_path / "m.py").write_text(GOOD.replace("\n\ndef forward", "\n" * 95 + "\n\ndef forward"))
+    proc = check(tmp_path)
+    assert proc.stdout.splitlines()[0].startswith("./m.py:100:12: CGL001 ")
