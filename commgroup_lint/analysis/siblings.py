@@ -60,10 +60,12 @@ class Siblings:
 
     def __init__(self, functions: Sequence[FunctionFacts]) -> None:
         self._by_key: dict[tuple[str, str], list[Site]] = {}
+        self._members: set[int] = set()  # the calls of those sites, by id
         for s in sites(functions):
             kind = consumer_kind(s) if s.allocation.missing_param is None else None
             if kind is not None:
                 self._by_key.setdefault((s.allocation.short_name, kind), []).append(s)
+                self._members.add(id(s.allocation.call))
 
     def key(self, target: Site) -> tuple[str, str, str | None, int | None] | None:
         """What decides the target's siblings (None: it has none): its callee, its consumer
@@ -71,8 +73,7 @@ class Siblings:
         kind = consumer_kind(target)
         if kind is None:
             return None
-        group = self._by_key.get((target.allocation.short_name, kind), [])
-        own = id(target.allocation.call) if any(s.allocation.call is target.allocation.call for s in group) else None
+        own = id(target.allocation.call) if id(target.allocation.call) in self._members else None
         return target.allocation.short_name, kind, target.allocation.class_name, own
 
     def of(self, target: Site) -> list[Site]:
