@@ -28,12 +28,12 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.facts import Allocation, Consumption, FunctionFacts, display_group, is_symbolic
 from commgroup_lint.analysis.siblings import (
     Convention,
+    Siblings,
     Site,
     convention,
     group_argument,
     group_parameter,
     selection_in_scope,
-    siblings,
 )
 from commgroup_lint.analysis.verdict import Mismatch
 from commgroup_lint.edits import (
@@ -69,6 +69,7 @@ class Choice:
 class FixPlanner:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self._chosen_by_siblings: dict[tuple[str, str, str | None, int | None] | None, Choice] = {}
 
     @cached_property
     def _sites(self) -> dict[int, Site]:
@@ -82,6 +83,10 @@ class FixPlanner:
                 if c.groups:
                     found.setdefault(id(c.allocation.call), []).append(c)
         return found
+
+    @cached_property
+    def _siblings(self) -> Siblings:
+        return Siblings(self.ctx.functions)
 
     def site(self, allocation: Allocation) -> Site:
         return self._sites[id(allocation.call)]
@@ -111,10 +116,11 @@ class FixPlanner:
             reasons.append(chosen.origin)
         if not consumed:
             reasons.insert(0, "no collective consumes the buffer in this file")
-        return Choice(None, "; ".join(reasons) + f"; candidates: {', '.join(sorted(self.candidates()))}")
+        return Choice(None, "; ".join(reasons) + f"; candidates: {', '.join(sorted(self._candidates))}")
 
-    def candidates(self) -> frozenset[str]:
-        """The groups this file works with (else every group its engines know)."""
+    @cached_property
+    def _candidates(self) -> frozenset[str]:
+        """The groups this file works with (else every group its engines know): once per file."""
         used = frozenset(g for fn in self.ctx.functions for c in fn.consumptions for g in c.group_names)
         used |= frozenset(g for fn in self.ctx.functions for a in fn.allocations for g in a.group_names)
         named = frozenset(display_group(g) for g in used)
@@ -141,7 +147,14 @@ class FixPlanner:
         return self.choose(allocation, use_siblings=False, consumer_only=True).group
 
     def _from_siblings(self, site: Site) -> Choice:
-        found = [c for s in siblings(site, self.ctx.functions) if (c := convention(s, self.ctx.api, self.ctx.imports))]
+        """The siblings' convention; once per set of siblings (most findings of a file share theirs)."""
+        key = self._siblings.key(site)
+        if key not in self._chosen_by_siblings:
+            self._chosen_by_siblings[key] = self._convention_of(self._siblings.of(site))
+        return self._chosen_by_siblings[key]
+
+    def _convention_of(self, siblings: list[Site]) -> Choice:
+        found = [c for s in siblings if (c := convention(s, self.ctx.api, self.ctx.imports))]
         if not found:
             return Choice(None, "no sibling call site shows the group")
         counts = Counter(c.key for c in found)

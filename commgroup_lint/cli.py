@@ -6,6 +6,7 @@ into one line and exit 2 (130 for Ctrl-C).
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
 from commgroup_lint.model import Confidence, RuleSelection
-from commgroup_lint.noqa import suppress
+from commgroup_lint.noqa import UNPLACED, suppress
 from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
 from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.profile import ProfileError, shipped_profiles
@@ -152,7 +153,9 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
         with progress_reporter(len(checked), quiet, color=color) as advance:
-            return settings.lint(where, checked, advance)
+            done = settings.lint(where, checked, advance)
+        gc.freeze()  # kept until the command exits: the collector need not scan it again
+        return done
 
     linter, result = lint()
     fixed, unwritten = None, False  # unwritten: a fix that could not be written (exit 2)
@@ -175,7 +178,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
             sys.exit(EXIT_ERROR if result.internal_errors or report.failures else EXIT_FINDINGS if report.files else EXIT_CLEAN)
         write(report)
         for path, reason in report.failures:
-            click.echo(f"error: could not fix {path}: {reason}", err=True)
+            click.echo(f"error: could not fix {terminal.printable(path)}: {reason}", err=True)
         fixed, unwritten = report.fixed, bool(report.failures)
         if report.files:
             linter, result = lint()
@@ -229,10 +232,10 @@ def _add_noqa(result: LintResult, quiet: bool) -> int:
     report, unplaced = suppress(result)
     write(report)
     for path, reason in report.failures:
-        click.echo(f"error: could not add suppressions to {path}: {reason}", err=True)
+        click.echo(f"error: could not add suppressions to {terminal.printable(path)}: {reason}", err=True)
     for f in unplaced:
-        click.echo(f"warning: {f.path}:{f.start.line}: no line can take a comment for {f.code} "
-                   "(its statement starts and ends inside a string); suppress it by hand", err=True)
+        click.echo(f"warning: {terminal.printable(f.path)}:{f.start.line}: {f.code} not suppressed: {UNPLACED}; "
+                   "suppress it by hand", err=True)
     if not quiet:
         files = len(report.files)
         click.echo(f"Added {report.fixed} suppression comment{'s' if report.fixed != 1 else ''} "
@@ -244,7 +247,7 @@ def _print_diff(report: FixReport, quiet: bool) -> None:
     for fixed in report.files:
         sys.stdout.write(unified_diff(fixed))
     for path, reason in report.failures:
-        click.echo(f"error: could not fix {path}: {reason}", err=True)
+        click.echo(f"error: could not fix {terminal.printable(path)}: {reason}", err=True)
     if not quiet:
         files = len(report.files)
         click.echo(f"Would fix {report.fixed} finding{'s' if report.fixed != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)

@@ -183,7 +183,7 @@ class _Parser:
             force_exclude=self.boolean(data, "force-exclude", False),
             extend_profile=self.extend_profile(data),
             respect_gitignore=self.boolean(data, "respect-gitignore", True),
-            src=self.strings(data, "src") if "src" in data else DEFAULT_SRC,
+            src=self.src(data) if "src" in data else DEFAULT_SRC,
         )
 
     def boolean(self, data: dict[str, Any], key: str, default: bool) -> bool:
@@ -197,6 +197,18 @@ class _Parser:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(key, "must be a list of strings")
         return tuple(value)
+
+    def src(self, data: dict[str, Any]) -> tuple[str, ...]:
+        """The import roots: folders inside the project (a root outside it, `/` say, would have
+        every check walk that folder)."""
+        roots = self.strings(data, "src")
+        project = os.path.realpath(self.root)
+        for root in roots:
+            inside = os.path.realpath(self.root / root)  # a link out of the project leaves it too
+            if os.path.isabs(root) or not (inside == project or inside.startswith(project.rstrip(os.sep) + os.sep)):
+                raise self.fail("src", f"'{root}' is not inside the project ({self.root}); list import roots as "
+                                       "folders relative to this file, inside its folder")
+        return roots
 
     def codes(self, data: dict[str, Any], key: str) -> tuple[str, ...]:
         codes = tuple(c.strip().upper() for c in self.strings(data, key))

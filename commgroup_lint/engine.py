@@ -202,8 +202,9 @@ class Linter:
         gone = bool(old.keys() - seen)
         self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo, resume=not changed and not gone)
         words = self._gate_words()
-        mentions(mentions.texts, words)  # all files at once, before asking file by file
-        gate = {f.display: not self.gate or bool(mentions([f.display], words)) for f in checked if f.reported}
+        mentions(mentions.texts, words)  # all files at once: each record holds what its file names
+        named = mentions([f.display for f in checked if f.reported], words) if self.gate else set()
+        gate = {f.display: not self.gate or f.display in named for f in checked if f.reported}
         usable = {f.display: cached for f in checked if f.display in gate
                   and (cached := self._cached_check(f, gate[f.display])) is not None}
         checks = self._checks([f for f in checked if gate.get(f.display) and f.display not in usable])
@@ -354,10 +355,15 @@ class Mentions:
     """Which gate words each file names as a whole word, searched for once per word.
 
     Each word is a substring search in each file's UTF-8 bytes (as read: no copy), far cheaper
-    than a regular expression per file; a hit is confirmed as a whole word (`\\bword\\b`). What
+    than a regular expression per file; a hit is confirmed as a whole word (`\\bword\\b`). Many
+    words at once (each helper of a large tree is one) are found instead by splitting each file
+    into its identifiers once, so that the cost follows the text, not words times files. What
     an unchanged file was found to name in the last run (`known`, from the cache) is not
     searched again. A word with `anchors` counts only in a file that names one of them too
     (`rendezvous` beside `_symmetric_memory`).
+
+    The sets of words each file was searched for are shared between files (most files were
+    searched for the same words): a question costs one pass over the files, not one per word.
     """
 
     def __init__(self, texts: Mapping[str, str | bytes],
@@ -366,49 +372,67 @@ class Mentions:
         self.texts = texts  # str, or UTF-8 bytes (`SourceFile.utf8`)
         self.anchors = anchors or {}
         known = known or {}
-        self.checked: dict[str, set[str]] = {d: set(known[d][0]) if d in known else set() for d in texts}
-        self.found: dict[str, set[str]] = {d: set(known[d][1]) if d in known else set() for d in texts}
         self._interned: dict[frozenset[str], frozenset[str]] = {}
+        self.checked: dict[str, frozenset[str]] = {d: self._intern(known[d][0] if d in known else frozenset())
+                                                   for d in texts}
+        self.found: dict[str, set[str]] = {d: set(known[d][1]) if d in known else set() for d in texts}
 
     def __call__(self, displays: Iterable[str], words: Iterable[str]) -> set[str]:
         """Those of `displays` that name one of `words`. A word is searched for in every file
         not searched for it yet, at once: each word costs one pass over the text."""
         words = set(words)
         displays = list(displays)
-        wanted = words.union(*(self.anchors.get(w, ()) for w in words))
-        if any(not wanted <= self.checked[d] for d in displays):
-            todo: dict[frozenset[str], list[str]] = {}
+        wanted = frozenset(words.union(*(self.anchors.get(w, ()) for w in words)))
+        asked = {self.checked[d] for d in displays}  # a few shared sets
+        if any(not wanted <= checked for checked in asked):
+            by_checked: dict[frozenset[str], list[str]] = {}
             for d, checked in self.checked.items():
-                missing = wanted - checked
-                if missing:
-                    todo.setdefault(frozenset(missing), []).append(d)
+                by_checked.setdefault(checked, []).append(d)
+            todo = {checked: wanted - checked for checked in by_checked if not wanted <= checked}
             # one pass for all: a word searched again in a file gives the same answer
-            self._scan([d for group in todo.values() for d in group], frozenset().union(*todo))
+            self._scan([d for checked in todo for d in by_checked[checked]], frozenset().union(*todo.values()))
         return {d for d in displays if self._names(self.found[d], words)}
+
+    def _intern(self, words: frozenset[str]) -> frozenset[str]:
+        return self._interned.setdefault(words, words)
 
     def _names(self, found: set[str], words: set[str]) -> bool:
         anchors = self.anchors
         return any(w not in anchors or not found.isdisjoint(anchors[w]) for w in found.intersection(words))
 
     def known(self, display: str) -> tuple[frozenset[str], frozenset[str]]:
-        checked = frozenset(self.checked[display])
-        checked = self._interned.setdefault(checked, checked)  # one copy in the cache file
-        return checked, frozenset(self.found[display])
+        return self.checked[display], frozenset(self.found[display])  # the checked set shared: one copy in the cache file
 
     def _scan(self, displays: list[str], words: frozenset[str]) -> None:
         needles = [(word, word.encode()) for word in words]
+        by_token = {needle: word for word, needle in needles if _IDENTIFIER.fullmatch(needle)}
+        if len(by_token) < _TOKENIZE_FROM:
+            by_token = {}
+        searched = [(word, needle) for word, needle in needles if needle not in by_token]
 
         def search(part: Sequence[str]) -> list[list[str]]:
             out = []
             for d in part:
                 text = self.texts[d]
                 data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-                out.append([word for word, needle in needles if needle in data and _names_word(data, needle)])
+                named = [word for word, needle in searched if needle in data and _names_word(data, needle)]
+                if by_token:  # a whole word is a whole ASCII identifier; a hit next to a non-ASCII letter is confirmed
+                    hits = by_token.keys() & set(_IDENTIFIER.findall(data))
+                    named += [by_token[n] for n in hits if data.isascii() or _names_word(data, n)]
+                out.append(named)
             return out
 
+        grown: dict[frozenset[str], frozenset[str]] = {}
         for d, named in zip(displays, in_halves(displays, search)):
             self.found[d].update(named)
-            self.checked[d] |= words
+            old = self.checked[d]
+            if old not in grown:
+                grown[old] = self._intern(old | words)
+            self.checked[d] = grown[old]
+
+
+_IDENTIFIER = re.compile(rb"[A-Za-z0-9_]+")
+_TOKENIZE_FROM = 64  # words at once from which splitting each file into identifiers is cheaper
 
 
 def _names_word(data: bytes, needle: bytes) -> bool:
@@ -467,15 +491,15 @@ def _named(findings: Iterable[Finding], display: str) -> list[Finding]:
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while linting: the IR and facts are large, acyclic
     and alive until the end, and the collector's full passes over them cost more than half of
-    a cold run. Reference counting still frees everything as usual. What the run made is
-    frozen before the collector comes back, so its first pass does not scan it all."""
+    a cold run. Reference counting still frees everything as usual. Nothing is frozen here: a
+    long-lived process (the language server) must get its garbage back; a one-shot command
+    may freeze what it keeps until it exits (`cli`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            gc.freeze()
             gc.enable()
 
 

@@ -52,10 +52,13 @@ def _guarded() -> int:
 
 
 def _code(value: object) -> int:
-    """A command's return value or `SystemExit.code` as an exit status (None is 0)."""
+    """A command's return value or `SystemExit.code` as an exit status (None is 0; a message is
+    an error, said as one)."""
     if value is None:
         return 0
-    return value if isinstance(value, int) else EXIT_ERROR
+    if isinstance(value, int):
+        return value
+    return _fail(str(value))
 
 
 def _internal(err: BaseException) -> str:

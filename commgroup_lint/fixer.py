@@ -15,6 +15,7 @@ from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
 from commgroup_lint.model import Applicability, Edit, Finding, Fix
 from commgroup_lint.source import SourceFile
+from commgroup_lint.terminal import printable
 
 MAX_PASSES = 8
 
@@ -143,7 +144,9 @@ def write(report: FixReport) -> None:
 
 
 def unified_diff(fixed: FixedFile) -> str:
-    name = fixed.source.display
+    """The fix as a unified diff; the name in its headers shown with `terminal.printable` (a
+    newline in it would end the header, an escape code reach the terminal)."""
+    name = printable(fixed.source.display)
     before, after = (name, name) if os.path.isabs(name) else (f"a/{name}", f"b/{name}")
     return "".join(difflib.unified_diff(
         fixed.source.text.splitlines(keepends=True), fixed.text.splitlines(keepends=True), fromfile=before, tofile=after,

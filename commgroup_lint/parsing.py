@@ -13,7 +13,10 @@ import ast
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.lower_ast import lower_ast
 
-MAX_NESTING = 300  # expression/statement depth beyond which a file is reported, not analysed
+MAX_NESTING = 300
+"""Tree depth beyond which libcst (`--frontend cst`) is not given the file: it is reported. Each
+`elif` counts here, as libcst nests it in its `if` and overflows on long chains; the ast front
+end counts real nesting (see `lower_ast.MAX_NESTING`)."""
 
 
 class ParseFailure(Exception):

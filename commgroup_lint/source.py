@@ -68,8 +68,21 @@ class SourceFile:
         return "\r\n" if "\r\n" in self.text else "\n"
 
 
+SOURCE_LIMIT = 4 << 20
+"""The largest file checked, in bytes (4 MiB: CPython's parser takes about 500 times a file's
+size in memory). A larger file, read or an editor's buffer, is a CGL000, never parsed."""
+
+
+def too_large(limit: int) -> str:
+    """CGL000's reason for a file over the size limit (the language server's too)."""
+    return f"too large to check (over the {limit >> 20} MiB limit for one file); exclude it or split it"
+
+
 def decode(raw: bytes) -> tuple[str, str]:
-    """Decode source bytes; returns (text, encoding)."""
+    """Decode source bytes; returns (text, encoding). A file over `SOURCE_LIMIT` is refused here,
+    where every source passes (files, stdin, editor buffers), before anything parses it."""
+    if len(raw) > SOURCE_LIMIT:
+        raise SourceError(too_large(SOURCE_LIMIT))
     if b"\x00" in raw:
         raise SourceError("binary file (contains NUL bytes); not Python source")
     try:

@@ -1,8 +1,9 @@
 """Suppression comments: `# commgroup-lint: ignore[CODES]` and `# commgroup-lint: ignore-file[CODES]`.
 
-A line suppression covers its own line and, when it sits on the first line of a statement
-that spans several lines, every line of that statement (the logical line, as `tokenize`
-sees it: a compound statement's header, not its body). A file suppression covers the file.
+A line suppression covers its own line and, when it sits on the first or the last line of a
+statement that spans several lines, every line of that statement (the logical line, as
+`tokenize` sees it: a compound statement's header, not its body); the last line is where a
+comment goes when the first ends in a backslash or inside a string. A file suppression covers the file.
 Codes are named: a directive without codes suppresses nothing and is reported (CGL101). A
 named code that suppressed nothing is reported (CGL100), unless this run does not check that
 code (deselected, or ignored for the file), since then nobody can tell whether it is needed.
@@ -18,6 +19,7 @@ import re
 import tokenize
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from commgroup_lint.model import Finding
 from commgroup_lint.rule import all_rules
@@ -58,12 +60,20 @@ class Directives:
     def all(self) -> list[Directive]:
         return sorted([*self.file, *(d for ds in self.line.values() for d in ds)], key=lambda d: (d.line, d.column))
 
+    @cached_property
+    def _statement_ends(self) -> dict[int, int]:
+        """The first line of each statement -> its last line (asked once the file is scanned)."""
+        return statement_ends(self.statement_start)
+
     def covering(self, line: int) -> Iterable[Directive]:
         yield from self.file
         yield from self.line.get(line, ())
         start = self.statement_start.get(line, line)
         if start != line:
             yield from self.line.get(start, ())
+        end = self._statement_ends.get(start, start)
+        if end not in (line, start):
+            yield from self.line.get(end, ())
 
 
 @dataclass
@@ -75,11 +85,21 @@ class Layout:
     open_ends: set[int] = field(default_factory=set)  # lines that end outside a string and a backslash continuation
 
 
+def statement_ends(statement_start: dict[int, int]) -> dict[int, int]:
+    """The first line of each statement -> its last line."""
+    ends: dict[int, int] = {}
+    for line, start in statement_start.items():
+        ends[start] = max(ends.get(start, start), line)
+    return ends
+
+
 def layout(text: str) -> Layout:
+    """Lines as the parser counts them: CR, LF and CRLF each end one (a lone CR too, even
+    inside a string), so line numbers agree with the findings'."""
     found = Layout()
     statement_first: int | None = None
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
             if tok.type == tokenize.COMMENT:
                 found.comments.append(tok)
             elif tok.type in (tokenize.NEWLINE, tokenize.NL):

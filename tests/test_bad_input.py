@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from commgroup_lint import settings
 from commgroup_lint.cli import main
+from commgroup_lint.source import SOURCE_LIMIT
 
 IMPORT = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
 GOOD = IMPORT + "\n\ndef forward():\n    return get_local_dp_buffer()\n"
@@ -160,15 +161,20 @@ def test_binary_file_named_py(tree: Path) -> None:
     only_cgl000(tree, "blob.py", "binary file (contains NUL bytes); not Python source")
 
 
-def test_five_megabyte_file(tree: Path) -> None:
-    padding = "x = 1  # padding line\n" * (5_000_000 // 22 + 1)
+def test_a_file_just_under_the_size_limit(tree: Path) -> None:
+    padding = "x = 1  # padding line\n" * ((SOURCE_LIMIT - 200) // 22)
     write(tree, "big.py", GOOD + padding + "y = get_local_dp_buffer()\n")
-    assert (tree / "big.py").stat().st_size > 5_000_000
+    assert SOURCE_LIMIT - 200 < (tree / "big.py").stat().st_size <= SOURCE_LIMIT
     rc, findings, _ = check_json(tree, ".")
     last = 5 + padding.count("\n") + 1
     assert findings == sorted([good_finding(), good_finding("big.py"),
                                ("big.py", "CGL001", last, 5, GOOD_FINDING[3])])
     assert rc == 1
+
+
+def test_a_file_over_the_size_limit_is_not_parsed(tree: Path) -> None:
+    write(tree, "big.py", GOOD + "x = 1  # padding line\n" * (SOURCE_LIMIT // 22 + 1))
+    only_cgl000(tree, "big.py", "too large to check (over the 4 MiB limit for one file); exclude it or split it")
 
 
 # --- nesting: CPython's parser and the lowering both refuse; nothing may crash the process --------

@@ -46,6 +46,15 @@ def test_a_configuration_value_of_the_wrong_type(tree: Path, pyproject: str, pro
     only_error(cli(tree, "check", "good.py"), f"{tree / 'pyproject.toml'}: {problem}")
 
 
+@pytest.mark.parametrize("root", ["/", "..", "sub/../..", "outside"])
+def test_an_import_root_outside_the_project_is_refused_not_walked(tree: Path, root: str) -> None:
+    (tree / "outside").symlink_to("/")
+    (tree / "pyproject.toml").write_text(f'[tool.commgroup-lint]\nsrc = ["{root}"]\n')
+    only_error(cli(tree, "check", "good.py"), f"{tree / 'pyproject.toml'}: key 'tool.commgroup-lint.src': '{root}' is "
+                                              f"not inside the project ({tree}); list import roots as folders relative "
+                                              "to this file, inside its folder")
+
+
 def test_a_profile_file_that_is_not_utf8(tree: Path) -> None:
     (tree / "pyproject.toml").write_text('[tool.commgroup-lint]\nprofile-files = ["mine.toml"]\n')
     (tree / "mine.toml").write_bytes(b'x = "\xff"\n')

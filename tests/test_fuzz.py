@@ -47,6 +47,18 @@ def test_mutated_fixtures() -> None:
     assert_no_failures(total)
 
 
+def test_hostile_names_and_elif_chains() -> None:
+    """The shapes of issue 35: every reporter keeps a hostile name printable and parseable, and a
+    long `elif` chain is analysed, never a CGL000 (the trees of non-regular files run in
+    scripts/fuzz.py: a subprocess each)."""
+    total = fuzzkit.Outcome()
+    for seed in range(40):
+        total.add(fuzzkit.shapes_for(seed))
+    assert total.programs == 44
+    assert total.findings["CGL001"] > 0  # the chains were analysed
+    assert_no_failures(total)
+
+
 hypothesmith = pytest.importorskip("hypothesmith")
 
 

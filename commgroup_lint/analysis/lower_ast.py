@@ -186,10 +186,11 @@ class _AstLowerer:
         chain = [node]
         while len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If):
             chain.append(chain[-1].orelse[0])
-        lowered = self.body(chain[-1].orelse)
+        orelse = self.body(chain[-1].orelse)
         for link in reversed(chain):
-            lowered = (ir.If(self.expr(link.test), self.body(link.body), lowered, self.span(link)),)
-        return lowered[0]  # type: ignore[return-value]
+            lowered = ir.If(self.expr(link.test), self.body(link.body), orelse, self.span(link))
+            orelse = (lowered,)
+        return lowered
 
     def parameters(self, a: ast.arguments) -> tuple[ir.Param, ...]:
         positional = [*a.posonlyargs, *a.args]
