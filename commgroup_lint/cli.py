@@ -140,7 +140,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         exclude=anchored_patterns(exclude) if exclude is not None else None,
         extend_exclude=anchored_patterns(extend_exclude), force_exclude=force_exclude,
         respect_gitignore=respect_gitignore, profile=profile_name, frontend=frontend, cache=not no_cache,
-        min_confidence=Confidence(min_confidence) if min_confidence else None,
+        min_confidence=Confidence(min_confidence) if min_confidence else None, per_file=config_path is None,
     )
     piped = _read_stdin(stdin_filename) if stdin else None
     files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, where)
@@ -152,7 +152,10 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
         with progress_reporter(len(checked), quiet, color=color) as advance:
-            return settings.lint(where, checked, advance)
+            try:
+                return settings.lint(where, checked, advance)
+            except ConfigError as err:  # a checked file's own configuration
+                raise UserError(str(err)) from None
 
     linter, result = lint()
     fixed = None
