@@ -71,8 +71,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Output format; machine formats print only the document on stdout.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(FORMATS), default="text",
+              show_default=True, help="Output format; machine formats print only the document on stdout.")
 @click.option("--select", help="Comma-separated codes or prefixes to report, replacing the configured selection "
                                "(default: all).")
 @click.option("--extend-select", help="Comma-separated codes or prefixes to report in addition to the selection.")
@@ -95,6 +95,8 @@ def main() -> None:
               help="Write the report to this file (replaced atomically) instead of stdout.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of the findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (still 2 on errors).")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="With --fix, exit 1 when a file was fixed, even if no finding remains.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no progress bar.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
@@ -116,7 +118,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           respect_gitignore: bool | None, config_path: str | None, profile_name: str | None,
           output_file: str | None, statistics: bool, exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool,
-          diff: bool, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
+          diff: bool, exit_non_zero_on_fix: bool = False, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
           color: str = "auto", no_cache: bool = False, frontend: str = "ast", min_confidence: str | None = None,
           ) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin).
@@ -170,7 +172,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
             linter, result = lint([replace(piped, content=source)])
         _report(result, output_format, quiet, output_file, statistics, report.fixed, unsafe_fixes, color,
                 stderr=True)
-        sys.exit(_exit_code(result, exit_zero))
+        sys.exit(_exit_code(result, exit_zero, exit_non_zero_on_fix and report.fixed > 0))
     if fix or diff:
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         if diff:
@@ -183,7 +185,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         if report.files:
             linter, result = lint()
     _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color)
-    sys.exit(_exit_code(result, exit_zero))
+    sys.exit(_exit_code(result, exit_zero, exit_non_zero_on_fix and bool(fixed)))
 
 
 def _reads_stdin(paths: Sequence[str], stdin_filename: str | None) -> bool:
@@ -265,7 +267,7 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
             color: str = "auto", stderr: bool = False) -> None:
     """Print the report (on stderr when stdout carries the fixed source), or write it to `output_file`."""
     if show_statistics:
-        document = statistics(result, output_format)
+        document = statistics(result, output_format, unsafe_fixes)
     elif output_format in MACHINE_FORMATS:
         document = MACHINE_FORMATS[output_format](result)
     elif not result.findings:  # nothing to style: the summary alone, without importing rich
@@ -291,10 +293,12 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         click.echo(f"internal error: rule {e.rule} failed on {e.path}: {e.error} (please report this)", err=True)
 
 
-def _exit_code(result: LintResult, exit_zero: bool = False) -> int:
+def _exit_code(result: LintResult, exit_zero: bool = False, fixed: bool = False) -> int:
+    """2 on an internal error; else, unless `exit_zero` (which wins, as in ruff), 1 for findings
+    or, with `--exit-non-zero-on-fix`, for a fix applied (`fixed`)."""
     if result.internal_errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN
+    return EXIT_FINDINGS if (result.findings or fixed) and not exit_zero else EXIT_CLEAN
 
 
 @main.command("runtime-log")

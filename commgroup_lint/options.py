@@ -12,6 +12,7 @@ from pathlib import Path
 
 from commgroup_lint.config import Config, anchor
 from commgroup_lint.engine import LintResult
+from commgroup_lint.fixer import applicable
 from commgroup_lint.model import RuleSelection
 from commgroup_lint.rule import all_rules
 
@@ -38,10 +39,13 @@ def anchored_patterns(value: str | None, cwd: Path | None = None) -> tuple[str, 
     return tuple(anchor(p.strip(), root) for p in value.split(",") if p.strip())
 
 
-def statistics(result: LintResult, output_format: str) -> str:
-    """Findings per code, most frequent first (`--statistics`)."""
+def statistics(result: LintResult, output_format: str, unsafe_fixes: bool = False) -> str:
+    """Findings per code, most frequent first (`--statistics`). As ruff marks them, a code is
+    fixable (`[*]`, JSON `"fixable": true`) when `--fix` (with `--unsafe-fixes` if given) fixes
+    every finding of it, `[ ]` otherwise; no marker at all when no code is fixable."""
     counts = Counter(f.code for f in result.findings)
-    fixable = {f.code for f in result.findings if f.fix is not None}  # `[*]`: some of them have a fix
+    unfixed = {f.code for f in result.findings if not applicable(f.fix, unsafe_fixes)}
+    fixable = counts.keys() - unfixed
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     registry = all_rules()
     if output_format == "json":
@@ -50,10 +54,8 @@ def statistics(result: LintResult, output_format: str) -> str:
             for code, n in rows
         ], indent=2) + "\n"
     width = max((len(str(n)) for _, n in rows), default=1)
-    return "".join(
-        f"{n:>{width}}\t{code}\t{'[*] ' if code in fixable else ''}{_name(registry, code)}\n"
-        for code, n in rows
-    )
+    markers = {code: ("[*] " if code in fixable else "[ ] ") if fixable else "" for code in counts}
+    return "".join(f"{n:>{width}}\t{code}\t{markers[code]}{_name(registry, code)}\n" for code, n in rows)
 
 
 def _name(registry, code: str) -> str:  # noqa: ANN001

@@ -186,3 +186,55 @@ def test_no_progress_output_when_not_a_terminal(project: Path, monkeypatch: pyte
     monkeypatch.setattr(options, "PROGRESS_THRESHOLD", 0)
     result = check("-q", "--exit-zero", ".")
     assert result.stderr == ""
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dp_attention"
+
+
+@pytest.fixture
+def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The bundled example (safe fixes, an unsafe one, findings without a fix) in a scratch directory."""
+    import shutil
+
+    shutil.copytree(EXAMPLE, tmp_path / "dp_attention")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "dp_attention"
+
+
+def test_statistics_mark_what_fix_applies_as_ruff_does(example: Path) -> None:
+    """`[*]`: `--fix` fixes every finding of the code; an unsafe fix counts only with --unsafe-fixes."""
+    assert check("--statistics", "dp_attention").stdout == (
+        "2\tCGL001\t[*] missing-group\n2\tCGL002\t[ ] group-mismatch\n"  # one CGL002 has no fix
+        "1\tCGL003\t[ ] hidden-group\n1\tCGL004\t[ ] inconsistent-selection\n"  # CGL004's fix is unsafe
+    )
+    assert "1\tCGL004\t[*] inconsistent-selection\n" in check("--statistics", "--unsafe-fixes", "dp_attention").stdout
+    fixable = {s["code"]: s["fixable"] for s in json.loads(check("--statistics", "--output-format", "json",
+                                                                  "dp_attention").stdout)}
+    assert fixable == {"CGL001": True, "CGL002": False, "CGL003": False, "CGL004": False}
+
+
+def test_output_format_is_an_alias_of_format(example: Path) -> None:
+    assert check("--output-format", "json", "dp_attention").stdout == check("--format", "json", "dp_attention").stdout
+    assert check("--output-format", "github", "dp_attention").stdout.startswith("::error file=dp_attention/")
+
+
+def test_exit_non_zero_on_fix(example: Path) -> None:
+    forward = example / "deepseek_v4_forward.py"
+    original = forward.read_text()
+    quiet = check("--fix", "--select", "CGL001", "--exit-non-zero-on-fix", "--exit-zero", "dp_attention")
+    assert (quiet.exit_code, forward.read_text() != original) == (0, True)  # --exit-zero wins, as in ruff
+    forward.write_text(original)
+    fixed = check("--fix", "--exit-non-zero-on-fix", "--select", "CGL001", "dp_attention")
+    assert (fixed.exit_code, fixed.stdout) == (1, "Fixed 2 findings, 0 remaining (4 files checked).\n")
+    assert check("--fix", "--exit-non-zero-on-fix", "--select", "CGL001", "dp_attention").exit_code == 0  # none left
+    forward.write_text(original)
+    assert check("--fix", "--select", "CGL001", "dp_attention").exit_code == 0  # without the flag
+
+
+def test_fix_hint_in_ruffs_words(example: Path) -> None:
+    assert check("dp_attention").stdout.endswith(
+        "[*] 3 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option).\n")
+    assert check("--select", "CGL004", "dp_attention").stdout.endswith(
+        "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option).\n")
+    assert check("--select", "CGL004", "--unsafe-fixes", "dp_attention").stdout.endswith(
+        "[*] 1 fixable with the `--fix` option.\n")

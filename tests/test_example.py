@@ -38,6 +38,5 @@ def test_bundled_example_text_summary() -> None:
     assert proc.returncode == 1
     assert proc.stdout.endswith(
         f"Found {len(EXPECTED)} findings (4 files checked).\n"
-        "[*] 3 fixable with `--fix`.\n"
-        "1 hidden fix can be enabled with `--unsafe-fixes`.\n"  # CGL004's
+        "[*] 3 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option).\n"
     )
