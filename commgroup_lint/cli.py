@@ -24,7 +24,7 @@ from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
 from commgroup_lint.model import Confidence, RuleSelection
 from commgroup_lint.noqa import suppress
-from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
+from commgroup_lint.options import anchored_patterns, progress_spinner, statistics
 from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
@@ -97,7 +97,7 @@ def main() -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (still 2 on errors).")
 @click.option("--exit-non-zero-on-fix", is_flag=True,
               help="With --fix, exit 1 when a file was fixed, even if no finding remains.")
-@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no progress bar.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no spinner.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what --fix would change; write nothing.")
@@ -153,9 +153,9 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
-        with progress_reporter(len(checked), quiet, color=color) as advance:
+        with progress_spinner(len(checked), quiet, color=color):
             try:
-                return settings.lint(where, checked, advance)
+                return settings.lint(where, checked)
             except ConfigError as err:  # a checked file's own configuration
                 raise UserError(str(err)) from None
 

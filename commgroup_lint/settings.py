@@ -7,7 +7,7 @@ Each file reports as its nearest configuration says (see `scopes`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,9 +98,8 @@ class Settings:
             linter.cache = Cache(cache_directory(self.root), cache_key(*linter.cache_settings()))
         return linter
 
-    def lint(self, paths: Sequence[str], files: Sequence[Discovered],
-             progress: Callable[[], None] | None = None) -> tuple[Linter, LintResult]:
+    def lint(self, paths: Sequence[str], files: Sequence[Discovered]) -> tuple[Linter, LintResult]:
         """Check `files` (found under `paths`) with the rest of the project as context, each
         reporting as its nearest configuration says. Raises `ConfigError`."""
         linter = self.linter(self.scopes(files))
-        return linter, linter.lint(files, progress, context=self.context(paths))
+        return linter, linter.lint(files, context=self.context(paths))

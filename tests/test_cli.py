@@ -81,7 +81,7 @@ def test_exit_0_when_clean(tree: Path) -> None:
 def test_exit_1_with_findings(tree: Path) -> None:
     proc = run("check", "pkg", cwd=tree)
     assert proc.returncode == 1
-    assert proc.stdout.endswith("Found 2 findings (2 files checked).\n[*] 1 fixable with the `--fix` option.\n")
+    assert proc.stdout.endswith("Found 2 findings (2 files checked).\n[*] 1 fixable with `--fix`.\n")
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ def test_text_format(tree: Path) -> None:
         "                 ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
         "     = help: Pass `get_attention_tp_group()`: the group of `attn_tp_all_gather_into_tensor` at line 11\n"
         "Found 2 findings (2 files checked).\n"
-        "[*] 1 fixable with the `--fix` option.\n"
+        "[*] 1 fixable with `--fix`.\n"
     )
 
 

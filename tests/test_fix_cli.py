@@ -138,7 +138,7 @@ def test_unsafe_fixes_only_with_the_flag(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / "c.py").read_text(encoding="utf-8") == DISAGREE
     assert safe.stdout.strip().splitlines()[-2:] == [  # how many unsafe fixes --fix left
         "Fixed 0 findings, 1 remaining (1 file checked).",
-        "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option).",
+        "1 unsafe fix available with `--fix --unsafe-fixes`.",
     ]
     unsafe = CliRunner().invoke(cli.main, ["check", "--fix", "--unsafe-fixes", "c.py"])
     assert unsafe.exit_code == 0
@@ -161,7 +161,7 @@ def test_a_fix_that_would_not_parse_is_reverted(tmp_path: Path, monkeypatch: pyt
     assert "error: could not fix a.py: the fixed file would not parse" in result.stderr
     assert "left unchanged" in result.stderr
     assert result.stdout.strip().splitlines()[-2:] == [
-        "Fixed 0 findings, 2 remaining (2 files checked).", "[*] 1 fixable with the `--fix` option.",
+        "Fixed 0 findings, 2 remaining (2 files checked).", "[*] 1 fixable with `--fix`.",
     ]
     diff = CliRunner().invoke(cli.main, ["check", "--diff", "a.py"])
     assert (diff.exit_code, diff.stdout) == (0, "")
@@ -183,7 +183,7 @@ def test_a_file_changed_on_disk_is_not_overwritten(tmp_path: Path, monkeypatch: 
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == edited
     assert "error: could not fix a.py: changed on disk since it was read; not written" in result.stderr
     assert result.stdout.strip().splitlines()[-2:] == [
-        "Fixed 0 findings, 1 remaining (1 file checked).", "[*] 1 fixable with the `--fix` option.",
+        "Fixed 0 findings, 1 remaining (1 file checked).", "[*] 1 fixable with `--fix`.",
     ]
 
 

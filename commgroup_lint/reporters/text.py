@@ -75,10 +75,10 @@ def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = F
 
 def fix_hint(fixable: int, hidden: int) -> list[str]:
     """How many findings `--fix` fixes and how many fixes only `--unsafe-fixes` enables, in
-    ruff's words."""
-    unsafe = f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option"
+    ruff's words (0.17)."""
+    unsafe = f"{hidden} unsafe fix{'es' if hidden != 1 else ''} available with `--fix --unsafe-fixes`"
     if fixable and hidden:
-        return [f"[*] {fixable} fixable with the `--fix` option ({unsafe})."]
+        return [f"[*] {fixable} fixable with `--fix` ({unsafe})."]
     if hidden:
-        return [f"No fixes available ({unsafe})."]
-    return [f"[*] {fixable} fixable with the `--fix` option."] if fixable else []
+        return [f"{unsafe}."]
+    return [f"[*] {fixable} fixable with `--fix`."] if fixable else []
