@@ -164,9 +164,10 @@ class FixPlanner:
         (safe), else, when the consumer's group depends on the configuration, the siblings'
         selection of the group (unsafe); the reason when there is none."""
         if allocation.hidden and allocation.chosen:
-            return None, f"the group is chosen by the call at {allocation.via}: change it there"
+            return None, f"the group is chosen by the call at {self.ctx.where(allocation.via or '')}: change it there"
         if allocation.hidden:
-            return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"
+            return None, (f"the helper fixes the group inside, at {self.ctx.where(allocation.bound_at)}: give it a "
+                          "group parameter"
                           if allocation.bound_at else "the helper fixes the group inside")
         behaviour = self.ctx.api.call(allocation.name)
         if behaviour is not None and any(isinstance(r, b.PoolContext) for r in behaviour.returns):

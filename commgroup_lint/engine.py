@@ -89,6 +89,7 @@ class Linter:
         self.frontend = frontend  # the parser that builds the IR: "ast" (fast) or "cst" (libcst, the reference)
         self.min_confidence = min_confidence  # findings less sure than this are not reported
         self.observer = observer  # sees every analysed file's facts (the `sites` inventory); needs no cache
+        self.root: str | None = None  # the project root: paths in messages are relative to it (see `rule`)
 
     def cache_settings(self) -> tuple[object, ...]:
         """What, besides the tool's own source, decides a cached result."""
@@ -340,7 +341,7 @@ class Linter:
                 except Exception as err:  # noqa: BLE001 - reported, never shown as a traceback
                     yield InternalError(source.display, "analysis", f"{type(err).__name__}: {err}")
                     return
-            ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api)
+            ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api, self.root)
             outcomes: list[Finding | InternalError] = []
             for rule in self.rules:
                 try:

@@ -94,6 +94,7 @@ class Settings:
     def linter(self, scopes: dict[str, FileScope] | None = None) -> Linter:
         linter = Linter(self.profile, self.selection, per_file_ignores=self.config.per_file_ignores,
                         frontend=self.frontend, min_confidence=self.min_confidence, scopes=scopes or {})
+        linter.root = str(self.root) if self.root is not None else None
         if self.cache:
             linter.cache = Cache(cache_directory(self.root), cache_key(*linter.cache_settings()))
         return linter

@@ -109,12 +109,13 @@ class HiddenGroup(Rule):
                 else:
                     continue
                 if misused:
-                    message += f"; {_callers(misused)} consume{'s' if len(misused) == 1 else ''} it on another group"
+                    message += (f"; {_callers([ctx.where(m) for m in misused])} consume{'s' if len(misused) == 1 else ''}"
+                                " it on another group")
                     confidence = Confidence.HIGH
                 yield ctx.finding(type(self), fn.node.span, message, confidence=confidence, allocation=allocation)
                 break
 
 
-def _callers(sites: tuple[str, ...]) -> str:
+def _callers(sites: list[str]) -> str:
     shown = ", ".join(sites[:3])
     return f"{shown} and {len(sites) - 3} more" if len(sites) > 3 else shown
