@@ -45,7 +45,7 @@ from commgroup_lint.edits import (
 )
 from commgroup_lint.model import Applicability, Edit, Fix
 from commgroup_lint.profile import GroupInfo
-from commgroup_lint.rule import FileContext, format_groups
+from commgroup_lint.rule import FileContext, consumer_site, format_groups
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class FixPlanner:
             first = consumed[0]
             if len(groups) == 1:
                 group = next(iter(groups))
-                return Choice(group, f"the group of `{first.collective}` at line {first.call.span.line}",
+                return Choice(group, f"the group of {consumer_site(first)}",
                               spelled=self._consumer_spelling(consumed, group))
             reasons.append(f"its consumers run on {format_groups(groups)}")
         if consumer_only:

@@ -19,7 +19,7 @@ from commgroup_lint.model import Binding, Confidence, Finding, Fix, Position, Se
 
 if TYPE_CHECKING:
     from commgroup_lint.analysis.api import Api
-    from commgroup_lint.analysis.facts import Allocation, FunctionFacts
+    from commgroup_lint.analysis.facts import Allocation, Consumption, FunctionFacts
     from commgroup_lint.analysis.names import ImportTable
     from commgroup_lint.source import SourceFile
 
@@ -99,7 +99,25 @@ def relative_location(location: str, root: str | None) -> str:
     return f"{path.replace(os.sep, '/')}:{line}"
 
 
-def call_name(call: ir.Call) -> str | None:
+def reached(consumption: Consumption, groups: str) -> str:
+    """The consumer as a reader finds it on its line: "`attn_tp_all_gather_into_tensor` on group
+    attn_tp at line 8", or, when the call there is a helper running the collective inside it,
+    "`all_gather_attn_tp` at line 8, whose `all_gather_into_tensor` runs on group attn_tp"."""
+    line, called = consumption.call.span.line, _call_name(consumption.call)
+    if called is None or called == consumption.collective:
+        return f"`{consumption.collective}` on group {groups} at line {line}"
+    return f"`{called}` at line {line}, whose `{consumption.collective}` runs on group {groups}"
+
+
+def consumer_site(consumption: Consumption) -> str:
+    """"`dp_gather_partial` at line 24", or "`helper` at line 8 (its `all_reduce`)"."""
+    line, called = consumption.call.span.line, _call_name(consumption.call)
+    if called is None or called == consumption.collective:
+        return f"`{consumption.collective}` at line {line}"
+    return f"`{called}` at line {line} (its `{consumption.collective}`)"
+
+
+def _call_name(call: ir.Call) -> str | None:
     """The name a reader sees called (`dp_gather_partial`, `group.all_reduce` -> `all_reduce`)."""
     func = call.func
     if isinstance(func, ir.Name):

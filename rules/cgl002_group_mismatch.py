@@ -74,7 +74,7 @@ from commgroup_lint.analysis.facts import is_symbolic
 from commgroup_lint.analysis.verdict import Mismatch, best, mismatches
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Confidence, Finding
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, call_name, format_groups
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, reached
 
 _IMPORTS = (
     "from sglang.srt.distributed import get_tp_group\n"
@@ -153,13 +153,7 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
         through = f"taken at {ctx.where(allocation.via)}, " if allocation.via else ""
         subject += f" ({through}{inside} at {ctx.where(allocation.bound_at)})"
     first = lead.consumption
-    called = call_name(first.call)
-    consumer = format_groups(lead.consumer)
-    if called is None or called == first.collective:
-        message = f"{subject} but reaches `{first.collective}` on group {consumer} at line {first.call.span.line}"
-    else:
-        message = (f"{subject} but reaches `{called}` at line {first.call.span.line}, whose `{first.collective}`"
-                   f" runs on group {consumer}")
+    message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}
     if others:
         message += f" (and {len(others)} more collective{'s' if len(others) > 1 else ''})"

@@ -141,3 +141,17 @@ def test_a_new_group_is_named_by_what_holds_it(project: Path, monkeypatch: pytes
         (20, "memory registered by `rendezvous` is registered with group `self.pg` but reaches `all_reduce` on group"
              " `other` at line 21 (no fix: no getter is known for group `other`)"),
     ]
+
+
+def test_a_missing_group_names_the_call_on_the_line_too(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (project / "pkg" / "missing.py").write_text(
+        "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
+        "from pkg.comm import all_gather_attn_tp\n\n\n"
+        "def gather(x):\n    out = get_local_dp_buffer()\n    all_gather_attn_tp(out, x)\n")
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "pkg/missing.py"])
+    assert result.stdout.splitlines()[0] == (
+        "pkg/missing.py:6:11: CGL001 [*] `get_local_dp_buffer` is called without its group argument `group`; the"
+        " buffer reaches `all_gather_attn_tp` at line 7, whose `all_gather_into_tensor` runs on group attn_tp")
+    assert "     = help: Pass `get_attention_tp_group()`: the group of `all_gather_attn_tp` at line 7 (its" \
+           " `all_gather_into_tensor`)" in result.stdout
