@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from commgroup_lint.analysis.facts import BufferFact
+from commgroup_lint.analysis.facts import BufferFact, place_key
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
 
@@ -86,8 +86,7 @@ class HiddenGroup(Rule):
                     continue  # a step that fills or consumes the buffer, or a wrapper reported where the group is
                 if allocation.kind == "context" and id(allocation.call) not in fn.factory_made:
                     continue  # the result of a computation run under the context, not a fresh allocation
-                origin = f"{ctx.source.display}:{allocation.call.span.line}"
-                misused = ctx.api.misuses.get(origin) or ()
+                misused = ctx.api.misuses.get(place_key(f"{ctx.source.display}:{allocation.call.span.line}")) or ()
                 if len(allocation.group_names) == 1 and not allocation.group_params:
                     # the call may bind to one of several fixed groups, one per path: name them all
                     groups = frozenset().union(*(a.group_names for a in returned if a.call is allocation.call))

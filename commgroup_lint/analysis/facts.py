@@ -8,6 +8,7 @@ made in one branch is not compared with a consumer in the exclusive one.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from commgroup_lint.analysis import ir
@@ -41,6 +42,14 @@ def display_group(group: str) -> str:
         return group[len(SYMBOLIC):]
     holder, held, _ = group.partition(HELD)
     return f"`{holder}`" if held else group.removeprefix(FRESH)
+
+
+def place_key(location: str) -> str:
+    """`path:line` as a key: `./pkg/a.py:7` (from `check .`) and `pkg/a.py:7` (from `check pkg/a.py`)
+    are one place, as the cache takes them for one file, which keeps the analysis of a run that
+    named it the other way."""
+    path, _, line = location.rpartition(":")
+    return f"{os.path.normpath(path)}:{line}"
 
 
 # A group the memory is bound to (or a collective runs on), with the literals under which.
