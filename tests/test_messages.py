@@ -155,3 +155,19 @@ def test_a_missing_group_names_the_call_on_the_line_too(project: Path, monkeypat
         " buffer reaches `all_gather_attn_tp` at line 7, whose `all_gather_into_tensor` runs on group attn_tp")
     assert "     = help: Pass `get_attention_tp_group()`: the group of `all_gather_attn_tp` at line 7 (its" \
            " `all_gather_into_tensor`)" in result.stdout
+
+
+def test_a_hidden_groups_evidence_survives_a_run_that_named_its_file_another_way(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache keeps the analysis of `./dp/legacy_buffers.py` (context of a one-file run) for
+    `dp/legacy_buffers.py`; CGL003's evidence (its caller consuming on another group) keyed by the
+    first name was not found under the second, and the finding fell below `medium`."""
+    import shutil
+
+    shutil.copytree(Path(__file__).resolve().parent.parent / "examples" / "dp_attention", tmp_path / "dp")
+    (tmp_path / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
+    monkeypatch.chdir(tmp_path)
+    for paths in (["dp/layer_communicator.py"], ["dp"], ["."]):
+        result = CliRunner().invoke(main, ["check", "--select", "CGL003", "--format", "json", *paths])
+        found = [(Path(f["path"]).name, f["confidence"]) for f in json.loads(result.stdout)]
+        assert found == ([] if paths == ["dp/layer_communicator.py"] else [("legacy_buffers.py", "high")])
