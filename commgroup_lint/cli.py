@@ -65,7 +65,8 @@ def main() -> None:
     Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
     (a path that does not exist, a bad configuration), a file that could not
     be written (--add-noqa) or internal error.
-    Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
+    Rule pages: `commgroup-lint explain CODE`. Documentation (usage, the
+    runtime shim): https://github.com/commgroup-lint/commgroup-lint/tree/main/docs
     """
 
 
@@ -123,8 +124,12 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
           ) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin).
 
-    The rest of the project (see docs/usage.md) is read for the helpers the checked files
-    use, so checking one file finds what checking the whole project finds in it.
+    The rest of the project is read for the helpers the checked files use, so
+    checking one file finds what checking the whole project finds in it. Options,
+    configuration and output formats:
+
+    \b
+    https://github.com/commgroup-lint/commgroup-lint/blob/main/docs/usage.md
     """
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
@@ -336,7 +341,13 @@ def list_rules(color: str = "auto") -> None:
 
 @main.command()
 def server() -> None:
-    """Run the language server (LSP) on stdin and stdout, for editors (see docs/usage.md)."""
+    """Run the language server (LSP) on stdin and stdout, for editors.
+
+    Setting it up in VS Code, Neovim and Helix: "Editors" in
+
+    \b
+    https://github.com/commgroup-lint/commgroup-lint/blob/main/docs/usage.md
+    """
     from commgroup_lint.server import serve  # pygls only for the server
 
     serve()
