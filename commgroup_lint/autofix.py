@@ -48,7 +48,7 @@ from commgroup_lint.edits import (
 )
 from commgroup_lint.model import Applicability, Edit, Fix
 from commgroup_lint.profile import GroupInfo
-from commgroup_lint.rule import FileContext, format_groups
+from commgroup_lint.rule import FileContext, consumer_site, format_groups
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class FixPlanner:
             first = consumed[0]
             if len(groups) == 1:
                 group = next(iter(groups))
-                return Choice(group, f"the group of `{first.collective}` at line {first.call.span.line}",
+                return Choice(group, f"the group of {consumer_site(first)}",
                               spelled=self._consumer_spelling(consumed, group))
             reasons.append(f"its consumers run on {format_groups(groups)}")
         if consumer_only:
@@ -180,9 +180,10 @@ class FixPlanner:
         (safe), else, when the consumer's group depends on the configuration, the siblings'
         selection of the group (unsafe); the reason when there is none."""
         if allocation.hidden and allocation.chosen:
-            return None, f"the group is chosen by the call at {allocation.via}: change it there"
+            return None, f"the group is chosen by the call at {self.ctx.where(allocation.via or '')}: change it there"
         if allocation.hidden:
-            return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"
+            return None, (f"the helper fixes the group inside, at {self.ctx.where(allocation.bound_at)}: give it a "
+                          "group parameter"
                           if allocation.bound_at else "the helper fixes the group inside")
         behaviour = self.ctx.api.call(allocation.name)
         if behaviour is not None and any(isinstance(r, b.PoolContext) for r in behaviour.returns):

@@ -25,7 +25,7 @@ from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
 from commgroup_lint.model import Confidence, RuleSelection
 from commgroup_lint.noqa import UNPLACED, suppress
-from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
+from commgroup_lint.options import anchored_patterns, progress_spinner, statistics
 from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
@@ -66,14 +66,15 @@ def main() -> None:
     Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
     (a path that does not exist, a bad configuration), a file that could not
     be written (--fix, --add-noqa) or internal error, 130 interrupted.
-    Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
+    Rule pages: `commgroup-lint explain CODE`. Documentation (usage, the
+    runtime shim): https://github.com/commgroup-lint/commgroup-lint/tree/main/docs
     """
 
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Output format; machine formats print only the document on stdout.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(FORMATS), default="text",
+              show_default=True, help="Output format; machine formats print only the document on stdout.")
 @click.option("--select", help="Comma-separated codes or prefixes to report, replacing the configured selection "
                                "(default: all).")
 @click.option("--extend-select", help="Comma-separated codes or prefixes to report in addition to the selection.")
@@ -96,7 +97,9 @@ def main() -> None:
               help="Write the report to this file (replaced atomically) instead of stdout.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of the findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (still 2 on errors).")
-@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no progress bar.")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="With --fix, exit 1 when a file was fixed, even if no finding remains.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no spinner.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what --fix would change; write nothing.")
@@ -117,13 +120,17 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           respect_gitignore: bool | None, config_path: str | None, profile_name: str | None,
           output_file: str | None, statistics: bool, exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool,
-          diff: bool, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
+          diff: bool, exit_non_zero_on_fix: bool = False, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
           color: str = "auto", no_cache: bool = False, frontend: str = "ast", min_confidence: str | None = None,
           ) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin).
 
-    The rest of the project (see docs/usage.md) is read for the helpers the checked files
-    use, so checking one file finds what checking the whole project finds in it.
+    The rest of the project is read for the helpers the checked files use, so
+    checking one file finds what checking the whole project finds in it. Options,
+    configuration and output formats:
+
+    \b
+    https://github.com/commgroup-lint/commgroup-lint/blob/main/docs/usage.md
     """
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
@@ -141,7 +148,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         exclude=anchored_patterns(exclude) if exclude is not None else None,
         extend_exclude=anchored_patterns(extend_exclude), force_exclude=force_exclude,
         respect_gitignore=respect_gitignore, profile=profile_name, frontend=frontend, cache=not no_cache,
-        min_confidence=Confidence(min_confidence) if min_confidence else None,
+        min_confidence=Confidence(min_confidence) if min_confidence else None, per_file=config_path is None,
     )
     piped = _read_stdin(stdin_filename) if stdin else None
     files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, where)
@@ -152,8 +159,11 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
-        with progress_reporter(len(checked), quiet, color=color) as advance:
-            done = settings.lint(where, checked, advance)
+        with progress_spinner(len(checked), quiet, color=color):
+            try:
+                done = settings.lint(where, checked)
+            except ConfigError as err:  # a checked file's own configuration
+                raise UserError(str(err)) from None
         gc.freeze()  # kept until the command exits: the collector need not scan it again
         return done
 
@@ -170,7 +180,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
             linter, result = lint([replace(piped, content=source)])
         _report(result, output_format, quiet, output_file, statistics, report.fixed, unsafe_fixes, color,
                 stderr=True)
-        sys.exit(_exit_code(result, exit_zero))
+        sys.exit(_exit_code(result, exit_zero, exit_non_zero_on_fix and report.fixed > 0))
     if fix or diff:
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         if diff:
@@ -183,7 +193,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         if report.files:
             linter, result = lint()
     _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color)
-    sys.exit(EXIT_ERROR if unwritten else _exit_code(result, exit_zero))
+    sys.exit(EXIT_ERROR if unwritten else _exit_code(result, exit_zero, exit_non_zero_on_fix and bool(fixed)))
 
 
 def _reads_stdin(paths: Sequence[str], stdin_filename: str | None) -> bool:
@@ -265,7 +275,7 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
             color: str = "auto", stderr: bool = False) -> None:
     """Print the report (on stderr when stdout carries the fixed source), or write it to `output_file`."""
     if show_statistics:
-        document = statistics(result, output_format)
+        document = statistics(result, output_format, unsafe_fixes)
     elif output_format in MACHINE_FORMATS:
         document = MACHINE_FORMATS[output_format](result)
     elif not result.findings:  # nothing to style: the summary alone, without importing rich
@@ -291,10 +301,12 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         click.echo(f"internal error: rule {e.rule} failed on {e.path}: {e.error} (please report this)", err=True)
 
 
-def _exit_code(result: LintResult, exit_zero: bool = False) -> int:
+def _exit_code(result: LintResult, exit_zero: bool = False, fixed: bool = False) -> int:
+    """2 on an internal error; else, unless `exit_zero` (which wins, as in ruff), 1 for findings
+    or, with `--exit-non-zero-on-fix`, for a fix applied (`fixed`)."""
     if result.internal_errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN
+    return EXIT_FINDINGS if (result.findings or fixed) and not exit_zero else EXIT_CLEAN
 
 
 @main.command("runtime-log")
@@ -335,7 +347,13 @@ def list_rules(color: str = "auto") -> None:
 
 @main.command()
 def server() -> None:
-    """Run the language server (LSP) on stdin and stdout, for editors (see docs/usage.md)."""
+    """Run the language server (LSP) on stdin and stdout, for editors.
+
+    Setting it up in VS Code, Neovim and Helix: "Editors" in
+
+    \b
+    https://github.com/commgroup-lint/commgroup-lint/blob/main/docs/usage.md
+    """
     from commgroup_lint.server import serve  # pygls only for the server
 
     serve()

@@ -1,10 +1,13 @@
 """Configuration files: `[tool.commgroup-lint]` in `pyproject.toml`, or a `commgroup-lint.toml`.
 
-Found as ruff finds its own: from the checked paths (their common ancestor when there are
-several) upward, the first directory holding a `commgroup-lint.toml`, or a `pyproject.toml`
-with a `[tool.commgroup-lint]` table, wins (in one directory `commgroup-lint.toml` is
-preferred); `--config PATH` names the file instead. Paths in `exclude`, `extend-exclude` and
-`per-file-ignores` are relative to the directory of the file that sets them.
+Found as ruff finds its own: from a directory upward, the first one holding a
+`commgroup-lint.toml`, or a `pyproject.toml` with a `[tool.commgroup-lint]` table, wins (in one
+directory `commgroup-lint.toml` is preferred). Each checked file reports as its nearest
+configuration says (see `scopes`); the project's own settings (profiles, cache, context,
+excludes) come from the configuration found from the working directory, or from the checked
+paths when they lie outside it (`project_config`). `--config PATH` names the one file used for
+everything. Paths in `exclude`, `extend-exclude` and `per-file-ignores` are relative to the
+directory of the file that sets them.
 """
 
 from __future__ import annotations
@@ -71,9 +74,14 @@ _KEYS = (
 
 
 def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
-    """The configuration file that applies to `paths` (the current directory when empty)."""
+    """The configuration file nearest to `paths` (their common ancestor; the current directory
+    when empty)."""
     cwd = cwd or Path.cwd()
-    start = _common_directory([cwd / p for p in paths] or [cwd])
+    return nearest_config(_common_directory([cwd / p for p in paths] or [cwd]))
+
+
+def nearest_config(start: Path) -> Path | None:
+    """The configuration file of `start` (an absolute directory) or of its nearest ancestor."""
     for directory in (start, *start.parents):
         standalone = directory / STANDALONE
         if standalone.is_file():
@@ -84,14 +92,24 @@ def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
     return None
 
 
-def resolve_config(paths: Sequence[str], explicit: str | None = None) -> Config:
-    """The configuration a run uses: the file `--config` names, else the one found for `paths`,
-    else the defaults. Raises `ConfigError`."""
+def project_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
+    """The configuration of the project a run belongs to: the one found from the working
+    directory (as ruff finds its default settings), so that it does not depend on which of
+    its files are named (pre-commit passes the staged ones); from the paths' common ancestor
+    when they lie outside the working directory."""
+    cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    inside = all(_within(Path(os.path.abspath(cwd / p)), cwd) for p in paths)
+    return nearest_config(cwd) if inside else find_config(paths, cwd)
+
+
+def resolve_config(paths: Sequence[str], explicit: str | None = None, cwd: Path | None = None) -> Config:
+    """The project's configuration: the file `--config` names, else `project_config`'s (from
+    `cwd`, by default the working directory), else the defaults. Raises `ConfigError`."""
     if explicit is not None:
         if not Path(explicit).is_file():
             raise ConfigError(f"--config: file '{explicit}' does not exist")
         return load_config(Path(explicit))
-    found = find_config(paths)
+    found = project_config(paths, cwd)
     return load_config(found) if found else Config()
 
 
@@ -140,6 +158,10 @@ def _kind(value: object) -> str:
     """How TOML names a value's type, for messages."""
     names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array"}
     return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)
+
+
+def _within(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

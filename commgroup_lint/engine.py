@@ -39,7 +39,7 @@ from commgroup_lint.analysis.summaries import (
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
-from commgroup_lint.model import Confidence, Finding, RuleSelection
+from commgroup_lint.model import Confidence, FileScope, Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
 from commgroup_lint.rule import FileContext, Rule, all_rules
@@ -72,12 +72,17 @@ class Linter:
                  per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True,
                  cache: Cache | None = None, frontend: str = "ast",
                  min_confidence: Confidence = Confidence.MEDIUM,
-                 observer: Callable[[FileContext], None] | None = None) -> None:
+                 observer: Callable[[FileContext], None] | None = None,
+                 scopes: Mapping[str, FileScope] | None = None) -> None:
         self.api = Api(profile)
         self.recorder = Recorder(self.api)
         self.selection = selection
         self.per_file_ignores = per_file_ignores  # (anchored glob, codes), see config.Config
-        self.rules: list[Rule] = [r() for r in all_rules().rules if selection.enabled(r.code)]
+        # Files reporting as another configuration says than the run's (see `scopes`): their
+        # checks are neither taken from the cache nor written to it, whose key is the run's.
+        self.scopes: Mapping[str, FileScope] = scopes or {}
+        selections = [selection, *(s.selection for s in self.scopes.values())]
+        self.rules: list[Rule] = [r() for r in all_rules().rules if any(s.enabled(r.code) for s in selections)]
         self._gate = _word_pattern(self._gate_words())
         self._index: SummaryIndex | None = None
         self.gate = gate  # False: parse and analyse every file, even those naming no allocator (robustness runs)
@@ -85,6 +90,7 @@ class Linter:
         self.frontend = frontend  # the parser that builds the IR: "ast" (fast) or "cst" (libcst, the reference)
         self.min_confidence = min_confidence  # findings less sure than this are not reported
         self.observer = observer  # sees every analysed file's facts (the `sites` inventory); needs no cache
+        self.root: str | None = None  # the project root: paths in messages are relative to it (see `rule`)
 
     def cache_settings(self) -> tuple[object, ...]:
         """What, besides the tool's own source, decides a cached result."""
@@ -115,8 +121,14 @@ class Linter:
 
     def enabled_for(self, display: str) -> Callable[[str], bool]:
         """Whether a code is reported in one file: selected, and not ignored there by per-file-ignores."""
-        ignored = tuple(c for pattern, codes in self.per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
-        return lambda code: self.selection.enabled(code) and not any(code.startswith(i) for i in ignored)
+        scope = self.scopes.get(display)
+        selection, per_file_ignores = (scope.selection, scope.per_file_ignores) if scope else (self.selection, self.per_file_ignores)
+        ignored = tuple(c for pattern, codes in per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
+        return lambda code: selection.enabled(code) and not any(code.startswith(i) for i in ignored)
+
+    def min_confidence_for(self, display: str) -> Confidence:
+        scope = self.scopes.get(display)
+        return scope.min_confidence if scope else self.min_confidence
 
     def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None,
              context: Iterable[Discovered] = ()) -> LintResult:
@@ -226,8 +238,9 @@ class Linter:
                 result.internal_errors += errors
                 findings = suppressions.apply(source.text, display, [o for o in outcomes if isinstance(o, Finding)],
                                               self.enabled_for(display), source.utf8)
-                check = None if errors else CheckResult(gated, tuple(findings), log)
-            findings = [f for f in findings if f.confidence.at_least(self.min_confidence)]
+                check = None if errors or display in self.scopes else CheckResult(gated, tuple(findings), log)
+            least = self.min_confidence_for(display)
+            findings = [f for f in findings if f.confidence.at_least(least)]
             result.findings += findings
             if findings:
                 result.sources[display] = file.source.text
@@ -249,7 +262,7 @@ class Linter:
 
     def _cached_check(self, file: _File, gated: bool) -> CheckResult | None:
         """The cache's check of the file, if it still holds (same gate, same answers)."""
-        cached = file.record.result if file.record is not None else None
+        cached = file.record.result if file.record is not None and file.display not in self.scopes else None
         if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
             return cached
         return None
@@ -334,7 +347,7 @@ class Linter:
                 except Exception as err:  # noqa: BLE001 - reported, never shown as a traceback
                     yield InternalError(source.display, "analysis", f"{type(err).__name__}: {err}")
                     return
-            ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api)
+            ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api, self.root)
             outcomes: list[Finding | InternalError] = []
             for rule in self.rules:
                 try:
@@ -346,7 +359,7 @@ class Linter:
         yield from outcomes
 
     def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> list[Finding]:
-        if self.selection.enabled(UnreadableFile.code):
+        if any(r.code == UnreadableFile.code for r in self.rules):  # filtered by the file's scope after
             return [UnreadableFile.report(display, reason, line, column)]
         return []
 

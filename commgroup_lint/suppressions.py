@@ -8,6 +8,11 @@ Codes are named: a directive without codes suppresses nothing and is reported (C
 named code that suppressed nothing is reported (CGL100), unless this run does not check that
 code (deselected, or ignored for the file), since then nobody can tell whether it is needed.
 
+`# noqa: CODES` (flake8's and ruff's comment) is an alias: for the CGL codes it names it is
+`# commgroup-lint: ignore[those codes]`, unused ones reported alike; its other codes are other
+linters' business, and a `# noqa` naming no CGL code (blanket, or another linter's codes)
+changes nothing here.
+
 Comments are read with `tokenize`, so text inside strings is never taken for a directive, and
 nothing is parsed again.
 """
@@ -32,6 +37,8 @@ DIRECTIVE = re.compile(
     r"#\s*commgroup-lint:\s*(?P<kind>ignore-file|ignore)(?![\w-])(?:\[(?P<codes>[^\]]*)\])?",
     re.IGNORECASE,
 )
+NOQA = re.compile(r"#\s*noqa:\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*)", re.IGNORECASE)
+_NOQA_BYTES = b"noqa"
 # Reported when unused only through their own rules' logic, never as unused suppressions.
 SELF_CODES = frozenset({UnusedSuppression.code, BlanketSuppression.code})
 
@@ -45,6 +52,7 @@ class Directive:
     codes: tuple[str, ...]
     text: str
     used: set[str] = field(default_factory=set)
+    noqa: bool = False  # written as a flake8-style noqa comment
 
     @property
     def blanket(self) -> bool:
@@ -121,14 +129,27 @@ def scan(text: str, utf8: bytes | None = None) -> Directives:
     """The directives in `text` (`utf8`: the same text in UTF-8, for a cheaper first test:
     lowering bytes is several times faster than lowering a string, and most files have none)."""
     found = Directives()
-    if (_MARKER_BYTES not in utf8.lower()) if utf8 is not None else (MARKER not in text.lower()):
+    lowered = utf8.lower() if utf8 is not None else text.lower().encode("utf-8", "surrogatepass")
+    if _MARKER_BYTES not in lowered and _NOQA_BYTES not in lowered:
         return found
     lines = layout(text)
     for tok in lines.comments:
         for match in DIRECTIVE.finditer(tok.string):
             _add(found, match, tok.start[0], tok.start[1])
+        for match in NOQA.finditer(tok.string):
+            _add_noqa(found, match, tok.start[0], tok.start[1])
     found.statement_start = lines.statement_start
     return found
+
+
+def _add_noqa(found: Directives, match: re.Match[str], line: int, offset: int) -> None:
+    """`# noqa: CODES` as a line directive for the CGL codes among CODES, if any."""
+    named = (c.upper() for c in re.split(r"[,\s]+", match.group("codes")) if c)
+    codes = tuple(dict.fromkeys(c for c in named if c.startswith("CGL")))
+    if codes:
+        found.line.setdefault(line, []).append(Directive(
+            file_level=False, line=line, column=offset + match.start() + 1, end_column=offset + match.end() + 1,
+            codes=codes, text=match.group(0), noqa=True))
 
 
 def _add(found: Directives, match: re.Match[str], line: int, offset: int) -> None:
@@ -167,9 +188,11 @@ def apply(text: str, display: str, findings: Iterable[Finding], enabled: Callabl
             if code in d.used or code in SELF_CODES:
                 continue
             if code not in known:
-                extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level, unknown=True))
+                extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level,
+                                                      unknown=True, noqa=d.noqa))
             elif enabled(code):
-                extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level))
+                extra.append(UnusedSuppression.report(display, d.line, d.column, d.end_column, code, d.file_level,
+                                                      noqa=d.noqa))
     # The file's own directives (and per-file ignores) may silence these too.
     kept += [f for f in extra if enabled(f.code) and not _suppress(directives, f)]
     return kept

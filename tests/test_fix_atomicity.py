@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+pytestmark = [pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL"),
+              pytest.mark.slow]  # kills a `--fix` process at random moments: most of a minute
 
 FILES = 150
 KILLS = 5

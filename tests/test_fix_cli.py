@@ -138,7 +138,7 @@ def test_unsafe_fixes_only_with_the_flag(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / "c.py").read_text(encoding="utf-8") == DISAGREE
     assert safe.stdout.strip().splitlines()[-2:] == [  # how many unsafe fixes --fix left
         "Fixed 0 findings, 1 remaining (1 file checked).",
-        "1 hidden fix can be enabled with `--unsafe-fixes`.",
+        "1 unsafe fix available with `--fix --unsafe-fixes`.",
     ]
     unsafe = CliRunner().invoke(cli.main, ["check", "--fix", "--unsafe-fixes", "c.py"])
     assert unsafe.exit_code == 0

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 import fuzzkit
 
+pytestmark = pytest.mark.slow  # about a minute: the fast subset leaves it to the whole suite
+
 GENERATED_SEEDS = range(120)  # pysource-codegen programs, mutated
 CORPUS_SEEDS = range(300)  # examples/ and tests/fixtures/ files, mutated
 

@@ -43,6 +43,7 @@ from commgroup_lint.analysis.conditions import (
     relation_key,
 )
 from commgroup_lint.analysis.facts import (
+    FRESH,
     SYMBOLIC,
     UNKNOWN,
     UNKNOWN_VALUE,
@@ -66,6 +67,8 @@ from commgroup_lint.analysis.facts import (
     SizeFact,
     TupleFact,
     Value,
+    held_by,
+    new_group,
 )
 from commgroup_lint.analysis.names import ImportTable
 
@@ -457,6 +460,7 @@ class FunctionFlow:
         key = self.reference_key(target)
         if key is not None:
             value = self.flag_value(value, source)
+            value = _held(value, key)
             self.env[key] = value
             self._bindings[key] = self._bindings.get(key, 0) + 1
             if key.startswith("self."):
@@ -1091,7 +1095,7 @@ class FunctionFlow:
             return {GroupFact(g, guard) for g, raw in item.groups if (guard := self.translate(raw, sub)) is not None}
         if isinstance(item, b.NewGroup):
             line = c.span.line if c is not None else 0
-            return {GroupFact(f"{path.rpartition('.')[2]}() at {self.scope.display}:{line}")}
+            return {GroupFact(new_group(path.rpartition('.')[2], f"{self.scope.display}:{line}"))}
         if isinstance(item, b.Size):
             return {SizeFact(item.quantity)}
         if isinstance(item, b.Argument):
@@ -1743,3 +1747,10 @@ def _none_default(e: ir.IfExpr) -> ir.Expr | None:
     if isinstance(given, ir.Name) and given.id == name:
         return default
     return None
+
+
+def _held(value: Value, holder: str) -> Value:
+    """`value` bound to `holder`: a new group it holds is named by it from now on (see `facts`)."""
+    if not any(isinstance(f, GroupFact) and f.group.startswith(FRESH) for f in value):
+        return value
+    return frozenset(GroupFact(held_by(f.group, holder), f.guard) if isinstance(f, GroupFact) else f for f in value)

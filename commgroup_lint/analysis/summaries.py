@@ -43,6 +43,7 @@ from commgroup_lint.analysis.facts import (
     SizeFact,
     TupleFact,
     is_symbolic,
+    place_key,
 )
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
 from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
@@ -632,7 +633,7 @@ class SummaryIndex:
         for display in self.modules:
             analysis = self.analyses.get(display)  # none yet: a changed module a resume has not analysed
             for origin, caller in analysis.misuses if analysis is not None else ():
-                found.setdefault(origin, []).append(caller)
+                found.setdefault(place_key(origin), []).append(caller)
         misuses = {origin: tuple(sorted(set(callers))) for origin, callers in found.items()}
         if misuses != self._misuses:
             for origin in self._misuses.keys() - misuses.keys():

@@ -74,8 +74,16 @@ def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = F
         lines = [f"Found {n} finding{'s' if n != 1 else ''} ({checked})."]
     fixable = sum(applicable(f.fix, unsafe_fixes) for f in result.findings)
     hidden = sum(f.fix is not None and not applicable(f.fix, unsafe_fixes) for f in result.findings)
-    if fixable:
-        lines.append(f"[*] {fixable} fixable with `--fix{' --unsafe-fixes' if unsafe_fixes else ''}`.")
-    if hidden:
-        lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`.")
+    lines += fix_hint(fixable, hidden)
     return lines
+
+
+def fix_hint(fixable: int, hidden: int) -> list[str]:
+    """How many findings `--fix` fixes and how many fixes only `--unsafe-fixes` enables, in
+    ruff's words (0.17)."""
+    unsafe = f"{hidden} unsafe fix{'es' if hidden != 1 else ''} available with `--fix --unsafe-fixes`"
+    if fixable and hidden:
+        return [f"[*] {fixable} fixable with `--fix` ({unsafe})."]
+    if hidden:
+        return [f"{unsafe}."]
+    return [f"[*] {fixable} fixable with `--fix`."] if fixable else []
