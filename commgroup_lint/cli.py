@@ -274,6 +274,7 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
             show_statistics: bool = False, fixed: int | None = None, unsafe_fixes: bool = False,
             color: str = "auto", stderr: bool = False) -> None:
     """Print the report (on stderr when stdout carries the fixed source), or write it to `output_file`."""
+    document: str | None
     if show_statistics:
         document = statistics(result, output_format, unsafe_fixes)
     elif output_format in MACHINE_FORMATS:
@@ -292,7 +293,7 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         document = buffer.getvalue() if buffer is not None else None
     if document is not None and output_file is None:
         (sys.stderr if stderr else sys.stdout).write(document)
-    elif document is not None:
+    elif document is not None and output_file is not None:
         try:
             write_atomically(Path(output_file), document.encode("utf-8"))
         except OSError as err:

@@ -263,7 +263,8 @@ class _Parser:
         if "profile" in data:
             if not isinstance(data["profile"], str):
                 raise self.fail("profile", "must be a string")
-            names, key = (data["profile"],), "profile"
+            names: tuple[str, ...] = (data["profile"],)
+            key = "profile"
         elif "profiles" in data:
             names, key = self.strings(data, "profiles"), "profiles"
         else:

@@ -68,7 +68,7 @@ class LintResult:
 
 
 class Linter:
-    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
+    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),  # noqa: B008 (frozen)
                  per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True,
                  cache: Cache | None = None, frontend: str = "ast",
                  min_confidence: Confidence = Confidence.MEDIUM,
@@ -224,11 +224,13 @@ class Linter:
             display = file.display
             if not file.reported:  # context: what the index learnt is recorded, its old check kept
                 if caching:
-                    records.append((display, self._record(file, mentions, file.record and file.record.result, started)))
+                    records.append((display, self._record(file, mentions, file.record.result if file.record else None,
+                                                          started)))
                 continue
             gated = gate[display]
             result.files_using_api += gated
             cached = usable.get(display)
+            check: CheckResult | None
             if cached is not None:
                 findings, check = _named(cached.findings, display), cached
             else:
@@ -319,14 +321,14 @@ class Linter:
         functions = None
         index = self._index
         same = index is not None and source.display in index.sources and _same_text(index.sources[source.display], source)
-        if same:
+        if same and index is not None:
             analysis = index.current(source.display)
             if analysis is not None and analysis.facts is not None:  # the index's own, still valid: reuse it
                 indexed, functions = index.module(source.display), analysis.facts
                 log.update(merged(log, analysis.lookups))
         if indexed is None:
             try:
-                if same:
+                if same and index is not None:
                     indexed = index.module(source.display)
                 else:  # not indexed, or a fix changed it
                     indexed = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
@@ -575,7 +577,7 @@ class _LazyModuleSource(ModuleSource):
         object.__setattr__(self, "digest", file.digest)
         object.__setattr__(self, "file", file)
 
-    @property  # type: ignore[override]
+    @property
     def text(self) -> str:
         return self.file.source.text  # type: ignore[attr-defined]
 

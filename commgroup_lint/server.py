@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from lsprotocol import types
 from pygls import uris
@@ -225,7 +225,7 @@ def _replacement(old: str, new: str) -> Edit:
     return Edit(prefix, len(old) - suffix, new[prefix:len(new) - suffix])
 
 
-def _asks(only: list[str], kind: str) -> bool:
+def _asks(only: Sequence[str], kind: str) -> bool:
     """Whether a request limited to the kinds `only` wants actions of `kind` (kinds nest by dots)."""
     return any(kind == o or kind.startswith(f"{o}.") for o in only)
 
