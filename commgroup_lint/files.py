@@ -1,39 +1,302 @@
-"""Writing files so that a reader (or a crash) sees the old content or the new, never a part."""
+"""Reading and writing files that a checked repository controls.
+
+Reading: only regular files are read (a FIFO would block for ever, a device such as
+`/dev/zero` never ends), and never more than a size cap, checked on the open file so that a
+name swapped in between cannot get past it.
+
+Writing: to a temporary file in the same directory, flushed to disk, then renamed over the
+old one, so a reader (or a crash) sees the old content or the new, never a part. The rename
+replaces the name itself: a symbolic link or other entry at that name is replaced, never
+written through (`write_atomically` resolves links first, on purpose, for a caller that wants
+that). A replaced file keeps its mode, owner and extended attributes, or is not written.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+SOURCE_LIMIT = 4 << 20
+"""The largest source file read (4 MiB): a bigger one is reported, not read. Parsing takes
+about 500 times a file's size in memory; the largest hand-written Python files we know of
+are under 1 MiB."""
+
+TEXT_LIMIT = 16 << 20
+"""The largest configuration, profile or ignore file read (16 MiB)."""
+
+TEMPORARY_MARK = ".cgl"
+"""In the name of every temporary file this module creates (`.name.cgl<pid>-XXXX.tmp`), so
+that one left by a killed run is told apart from the user's files and removed later."""
+
+STALE_SECONDS = 3600
+"""A temporary file older than this is stale even when its process id is in use (reused)."""
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class NotRegularFile(OSError):
+    """The name is not a regular file (a directory, FIFO, socket or device): it is not read."""
+
+    def __init__(self, path: str | os.PathLike[str], kind: str) -> None:
+        super().__init__(errno.EINVAL, f"is {kind}, not a regular file", os.fspath(path))
+        self.kind = kind
+
+
+class FileTooLarge(OSError):
+    """The file is larger than the cap the caller set: it is not read."""
+
+    def __init__(self, path: str | os.PathLike[str], limit: int) -> None:
+        super().__init__(errno.EFBIG, f"is larger than the {_size(limit)} limit", os.fspath(path))
+        self.limit = limit
+
+
+class ChangedOnDisk(OSError):
+    """The file no longer holds what the caller read from it: it is not replaced."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(errno.EAGAIN, "changed on disk since it was read", os.fspath(path))
+
+
+class WriteRefused(OSError):
+    """Replacing the file would lose something of it (an owner, a hard link, an attribute), or
+    it is read-only: it is left as it is."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(errno.EPERM, reason, os.fspath(path))
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+
+
+def read_regular(path: str | os.PathLike[str], limit: int, *, follow_links: bool = True,
+                 dir_fd: int | None = None) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit` of them.
+
+    Raises `NotRegularFile`, `FileTooLarge`, or the `OSError` of opening it (`ELOOP` for a
+    link when `follow_links` is false). Opened without blocking, so a FIFO is refused rather
+    than waited on.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        return _read_open(fd, path, limit)
+    finally:
+        os.close(fd)
+
+
+def _read_open(fd: int, path: str | os.PathLike[str], limit: int) -> bytes:
+    """One `read` of the size `fstat` gives (and more while there is more, up to `limit`)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(path, next((kind for test, kind in _KINDS if test(st.st_mode)), "not a file"))
+    if st.st_size > limit:
+        raise FileTooLarge(path, limit)
+    parts = [os.read(fd, min(st.st_size + 1, limit + 1) if st.st_size else 1 << 16)]
+    total = len(parts[0])
+    if total != st.st_size or not st.st_size:  # a short read, grown since, or a size the system does not know
+        while total <= limit and (more := os.read(fd, min(1 << 20, limit + 1 - total))):
+            parts.append(more)
+            total += len(more)
+    if total > limit:
+        raise FileTooLarge(path, limit)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read_text(path: str | os.PathLike[str], limit: int = TEXT_LIMIT) -> str:
+    """A UTF-8 text file (configuration, profile), read as `read_regular` reads."""
+    return read_regular(path, limit).decode("utf-8")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same directory, flush it to disk, then rename it over `path`.
-
-    A symbolic link is written through: its target gets the new content and the link stays a
-    link. The file keeps its mode; a new file gets the mode `open()` would give it (0666 less
-    the umask), not the 0600 of a temporary file.
-    """
+    """Write `data` to the file `path` names, following symbolic links (the target gets the new
+    content and a link stays a link), creating missing directories: for a file the user
+    named (an output file). Files of a checked tree go through `replace_file`."""
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(target, data)
+
+
+def replace_file(path: Path, data: bytes, *, expected: bytes | None = None, keep: bool = True,
+                 dir_fd: int | None = None) -> None:
+    """Replace the entry `path` (in `dir_fd` when given) with a regular file holding `data`.
+
+    With `keep`, an existing file's mode, owner and extended attributes are kept; a file that
+    is read-only, has other hard links, or whose owner or attributes cannot be kept raises
+    `WriteRefused`. Without it (a cache file), whatever was there is simply replaced.
+
+    With `expected`, the file must still hold those bytes: they are compared after the new
+    content is on disk, immediately before the rename (`ChangedOnDisk` if not), and the old
+    file is read again after the rename: an edit that reached it in between is put back (and
+    `ChangedOnDisk` raised). What remains is an editor that replaces the file by renaming in
+    the microseconds between the compare and the rename.
+    """
+    directory, name = os.path.split(os.fspath(path))
+    own_fd = dir_fd is None
+    if own_fd:
+        dir_fd = os.open(directory or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    assert dir_fd is not None
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        remove_stale_temporaries(dir_fd, name)
+        old = _existing(dir_fd, name, path) if keep else None
+        tmp = _write_temporary(dir_fd, name, data, old, path)
+        try:
+            if expected is None:
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            else:
+                _replace_if_unchanged(dir_fd, tmp, name, expected, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    finally:
+        if own_fd:
+            os.close(dir_fd)
+
+
+def _existing(dir_fd: int, name: str, path: Path) -> os.stat_result | None:
+    """The `stat` of the file being replaced, after checking that replacing it loses nothing."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise WriteRefused(path, "is not a regular file")
+    if not st.st_mode & 0o222 or not os.access(name, os.W_OK, dir_fd=dir_fd,
+                                                effective_ids=os.access in os.supports_effective_ids):
+        raise WriteRefused(path, "is read-only; make it writable to fix it")
+    if st.st_nlink > 1:
+        raise WriteRefused(path, f"has {st.st_nlink} hard links, which a new file would not keep")
+    return st
+
+
+def _write_temporary(dir_fd: int, name: str, data: bytes, old: os.stat_result | None, path: Path) -> str:
+    """A new file beside `name` holding `data`, flushed to disk, with `old`'s mode, owner and
+    extended attributes (or the mode `open()` gives a new file); its name."""
+    fd, tmp = _create_temporary(dir_fd, name)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb", closefd=False) as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+            if old is None:
+                os.fchmod(fd, 0o666 & ~_umask())
+            else:
+                _copy_metadata(dir_fd, name, fd, old, path)
+            os.fsync(fd)
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
+    os.close(fd)
+    return tmp
+
+
+def _create_temporary(dir_fd: int, name: str) -> tuple[int, str]:
+    """`mkstemp`'s exclusive create (mode 0600), relative to `dir_fd`."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    names = tempfile._get_candidate_names()  # type: ignore[attr-defined]  # mkstemp's own random names
+    for _ in range(100):
+        tmp = f".{name}{TEMPORARY_MARK}{os.getpid()}-{next(names)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o600, dir_fd=dir_fd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no temporary file name is free", name)
+
+
+def _copy_metadata(dir_fd: int, name: str, fd: int, old: os.stat_result, path: Path) -> None:
+    """Give the new file (open as `fd`) the old one's owner, extended attributes and mode."""
+    if (old.st_uid, old.st_gid) != _owner(fd):
+        try:
+            os.fchown(fd, old.st_uid, old.st_gid)
+        except OSError:
+            raise WriteRefused(path, f"is owned by {old.st_uid}:{old.st_gid}, which a new file cannot keep") from None
+    if hasattr(os, "listxattr"):
+        source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
+        try:
+            for attribute in os.listxattr(source):
+                os.setxattr(fd, attribute, os.getxattr(source, attribute))
+        except OSError as err:
+            if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise WriteRefused(path, f"has extended attributes that cannot be kept ({err.strerror})") from None
+        finally:
+            os.close(source)
+    os.fchmod(fd, stat.S_IMODE(old.st_mode))
+
+
+def _owner(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_uid, st.st_gid
+
+
+def _replace_if_unchanged(dir_fd: int, tmp: str, name: str, expected: bytes, path: Path) -> None:
+    """Rename `tmp` over `name` if `name` still holds `expected`; put back an edit that reached
+    the old file during the rename."""
+    old = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                  dir_fd=dir_fd)
+    try:
+        if _reread(old, path, len(expected)) != expected:
+            raise ChangedOnDisk(path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        after = _reread(old, path, TEXT_LIMIT)
+    finally:
+        os.close(old)
+    if after != expected:  # saved into the old file while it was being replaced: the edit wins
+        if after is not None:
+            replace_file(path, after, dir_fd=dir_fd)
+        raise ChangedOnDisk(path)
+
+
+def _reread(fd: int, path: Path, limit: int) -> bytes | None:
+    """The file open as `fd`, from its start; None when it has grown past `limit`."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        return _read_open(fd, path, limit)
+    except FileTooLarge:
+        return None
+
+
+def remove_stale_temporaries(dir_fd: int, name: str | None = None) -> None:
+    """Remove the temporary files a killed run left for `name` (for any name when None): those
+    of a process that no longer runs, or older than `STALE_SECONDS`."""
+    prefix = f".{name}{TEMPORARY_MARK}" if name is not None else "."
+    try:
+        entries = [e for e in os.listdir(dir_fd) if e.startswith(prefix) and e.endswith(".tmp") and TEMPORARY_MARK in e]
+    except OSError:
+        return
+    for entry in entries:
+        pid = _temporary_pid(entry)
+        if pid is None or pid == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            st = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and (not _running(pid) or time.time() - st.st_mtime > STALE_SECONDS):
+                os.unlink(entry, dir_fd=dir_fd)
+
+
+def _temporary_pid(entry: str) -> int | None:
+    digits = entry.rpartition(TEMPORARY_MARK)[2].partition("-")[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def _umask() -> int:
@@ -41,3 +304,17 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+@contextlib.contextmanager
+def directory_fd(path: Path, *, follow_links: bool = True) -> Iterator[int]:
+    """An open descriptor of the directory `path` (not of a link to one, without
+    `follow_links`): names inside it are then resolved there, whatever `path` becomes."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
