@@ -1,0 +1,85 @@
+"""The user's key that signs cache files, so that a cache file is unpickled only when this
+user's commgroup-lint wrote it (a checked repository can ship any file in its cache folder).
+
+The key is 32 random bytes in `$XDG_CACHE_HOME/commgroup-lint/cache-key` (else
+`~/.cache/commgroup-lint/cache-key`): outside every repository, created once with mode 0600
+and published by a hard link, so that concurrent first runs agree on one key and no reader
+sees half of one. A key file that is not a regular file of this user's, readable by nobody
+else, is not used: then there is no cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import stat
+from pathlib import Path
+
+from commgroup_lint.files import TEMPORARY_MARK, read_regular
+
+KEY_BYTES = 32
+DIGEST_BYTES = hashlib.sha256().digest_size
+
+
+def key_path() -> Path:
+    """Where the key lives: the user's cache directory (XDG's, as pip's and ruff's)."""
+    configured = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(configured) if os.path.isabs(configured) else Path.home() / ".cache"
+    return base / "commgroup-lint" / "cache-key"
+
+
+def signature(key: bytes, data: bytes) -> bytes:
+    return hmac.new(key, data, hashlib.sha256).digest()
+
+
+def authentic(key: bytes, data: bytes, claimed: bytes) -> bool:
+    return hmac.compare_digest(signature(key, data), claimed)
+
+
+def user_key() -> bytes | None:
+    """The key, created on first use; None when it cannot be read or made safely."""
+    path = key_path()
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _publish(path, os.urandom(KEY_BYTES))
+        return _read(path)
+    except OSError:
+        return None
+
+
+def _read(path: Path) -> bytes | None:
+    """The key at `path`; None when the file is not one this user alone can have written."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or (hasattr(os, "geteuid") and st.st_uid != os.geteuid()):
+            return None
+    finally:
+        os.close(fd)
+    key = read_regular(path, KEY_BYTES, follow_links=False)
+    return key if len(key) == KEY_BYTES else None
+
+
+def _publish(path: Path, key: bytes) -> None:
+    """Write `key` to a new 0600 file and link it to `path`, unless a key is there already."""
+    tmp = path.with_name(f".{path.name}{TEMPORARY_MARK}{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another run made it first: theirs is the key
+            os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

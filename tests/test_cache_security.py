@@ -1,0 +1,206 @@
+"""A checked repository controls its `.commgroup_lint_cache/` folder (issue 26): nothing read
+from it may run, and nothing written there may land outside it.
+
+Each attack runs `check` through the CLI on a small project whose one file has one finding,
+and compares the findings with a `--no-cache` run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from commgroup_lint import cache as cache_module
+from commgroup_lint import signing
+from commgroup_lint.cache import DIRECTORY
+from commgroup_lint.cli import main
+
+SOURCE = ("from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\n"
+          "def forward():\n    return get_local_dp_buffer()\n")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
+    (root / "model.py").write_text(SOURCE)
+    monkeypatch.chdir(root)
+    return root
+
+
+def run(*args: str) -> tuple[int, list[dict], str]:
+    result = CliRunner().invoke(main, ["check", "--format", "json", *args, "."])
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def cache_file(project: Path) -> Path:
+    run()
+    (path,) = (project / DIRECTORY).glob("*.pickle")
+    return path
+
+
+def attrgetter_payload(command: str) -> bytes:
+    """The issue's payload: `attrgetter` reached as an attribute path of `commgroup_lint.cache`,
+    then `os.system` through `Cache.__init__.__globals__` and `dict.get`."""
+    return (b"\x80\x04"
+            b"ccommgroup_lint.cache\ndataclasses.inspect.attrgetter\np0\n0"
+            b"g0\n(Vsystem\ntR("
+            b"g0\n(Vget\ntR(cbuiltins\ndict\ntR"
+            b"(g0\n(V__init__.__globals__\ntR(ccommgroup_lint.cache\nCache\ntRVos\ntR"
+            b"tR(V" + command.encode() + b"\ntR.")
+
+
+class Reduce:
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple:
+        return os.system, (self.command,)
+
+
+def reduce_payload(command: str) -> bytes:
+    return pickle.dumps({"model.py": Reduce(command)}, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+PAYLOADS = {"attrgetter": attrgetter_payload, "reduce": reduce_payload}
+
+
+@pytest.mark.parametrize("make", PAYLOADS.values(), ids=PAYLOADS.keys())
+def test_the_payloads_are_live(tmp_path: Path, make) -> None:  # noqa: ANN001
+    """Plain `pickle.loads` runs them: the tests below would catch an unpickler that did."""
+    marker = tmp_path / "ran"
+    pickle.loads(make(f"touch {marker}"))
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("make", PAYLOADS.values(), ids=PAYLOADS.keys())
+@pytest.mark.parametrize("signed", [False, True], ids=["as-shipped", "signed-with-the-users-key"])
+def test_a_payload_in_the_cache_file_does_not_run(project: Path, tmp_path: Path, make, signed: bool) -> None:  # noqa: ANN001
+    """Shipped in a repository, a payload has no valid signature and is never unpickled; even
+    signed with the user's own key (a second line of defence), the unpickler refuses it."""
+    expected = run("--no-cache")
+    path = cache_file(project)
+    marker = tmp_path / "ran"
+    body = cache_module._MAGIC + make(f"touch {marker}")
+    key = signing.user_key() if signed else os.urandom(signing.KEY_BYTES)
+    assert key is not None
+    path.write_bytes(signing.signature(key, path.name.encode() + body) + body)
+    rc, findings, stderr = run()
+    assert not marker.exists()
+    assert (rc, findings) == expected[:2]
+    assert stderr == f"warning: ignoring the cache file {path} " \
+                     "(damaged, or not written by this user's commgroup-lint); it is rebuilt\n"
+    assert run() == expected  # rewritten: the next run is silent
+
+
+def test_the_unpickler_takes_exact_names_only() -> None:
+    from commgroup_lint.cache import _Unpickler
+
+    unpickler = _Unpickler.__new__(_Unpickler)
+    for module, name in [("commgroup_lint.cache", "dataclasses.inspect.attrgetter"),
+                         ("commgroup_lint.cache", "Path"),  # imported there, but not its own
+                         ("commgroup_lint.cache", "Cache"),  # its own, but not plain data
+                         ("commgroup_lint.cache", "os"), ("builtins", "getattr"), ("posix", "system")]:
+        with pytest.raises(pickle.UnpicklingError, match="is not allowed in a cache file"):
+            unpickler.find_class(module, name)
+    assert unpickler.find_class("commgroup_lint.cache", "FileRecord") is cache_module.FileRecord
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "old-format"])
+def test_a_damaged_or_foreign_cache_is_ignored_with_one_line(project: Path, damage: str) -> None:
+    import hashlib
+
+    expected = run("--no-cache")
+    path = cache_file(project)
+    data = path.read_bytes()
+    payload = pickle.dumps({"x": 1})
+    path.write_bytes({
+        "truncated": data[: len(data) // 2],
+        "foreign": payload,
+        "old-format": b"commgroup-lint cache 6\n" + hashlib.sha256(payload).digest() + payload,
+    }[damage])
+    rc, findings, stderr = run()
+    assert (rc, findings) == expected[:2]
+    assert len(stderr.splitlines()) == 1 and stderr.startswith("warning: ignoring the cache file")
+
+
+@pytest.mark.parametrize("dangling", [False, True], ids=["existing-target", "dangling"])
+def test_a_cache_file_that_is_a_link_out_is_replaced_not_followed(project: Path, tmp_path: Path,
+                                                                  dangling: bool) -> None:
+    expected = run("--no-cache")
+    path = cache_file(project)
+    path.unlink()
+    outside = tmp_path / "outside" / "deeper" / "victim"
+    if not dangling:
+        outside.parent.mkdir(parents=True)
+        outside.write_text("keep me\n")
+    path.symlink_to(outside)
+    rc, findings, stderr = run()
+    assert (rc, findings) == expected[:2]
+    assert "symbolic link" in stderr
+    if dangling:
+        assert not (tmp_path / "outside").exists()  # no file, and no folder made on the way
+    else:
+        assert outside.read_text() == "keep me\n"
+    assert path.is_file() and not path.is_symlink()  # the link itself was replaced
+    assert run() == expected
+
+
+def test_a_cache_folder_that_is_a_link_is_not_used(project: Path, tmp_path: Path) -> None:
+    expected = run("--no-cache")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / DIRECTORY).symlink_to(outside)
+    assert run()[:2] == expected[:2]
+    assert list(outside.iterdir()) == []
+    (project / DIRECTORY).unlink()
+    (project / DIRECTORY).symlink_to(tmp_path / "gone" / "deeper")
+    assert run()[:2] == expected[:2]
+    assert not (tmp_path / "gone").exists()
+
+
+def test_other_entries_in_the_folder_are_replaced_not_followed(project: Path, tmp_path: Path) -> None:
+    """The folder's `.gitignore` and `CACHEDIR.TAG` as links out (or a FIFO) are replaced."""
+    run()
+    outside = tmp_path / "victim"
+    outside.write_text("keep me\n")
+    folder = project / DIRECTORY
+    for name in (".gitignore", "CACHEDIR.TAG"):
+        (folder / name).unlink()
+    (folder / ".gitignore").symlink_to(outside)
+    os.mkfifo(folder / "CACHEDIR.TAG")
+    for path in folder.glob("*.pickle"):
+        path.unlink()
+    run()
+    assert outside.read_text() == "keep me\n"
+    assert (folder / ".gitignore").read_text() == "# created by commgroup-lint\n*\n"
+    assert stat.S_ISREG(os.lstat(folder / "CACHEDIR.TAG").st_mode)
+
+
+def test_the_key_is_the_users_alone(project: Path) -> None:
+    run()
+    key = signing.key_path()
+    st = os.lstat(key)
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_size == signing.KEY_BYTES
+    assert not str(key).startswith(str(project))
+
+
+def test_a_key_others_can_read_means_no_cache(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    key = signing.key_path()
+    key.parent.mkdir(parents=True)
+    key.write_bytes(os.urandom(signing.KEY_BYTES))
+    key.chmod(0o644)
+    expected = run("--no-cache")
+    assert run() == expected
+    assert not list((project / DIRECTORY).glob("*.pickle")) if (project / DIRECTORY).exists() else True
+    key.unlink()
+    os.mkfifo(key)  # never waited on
+    assert run() == expected
