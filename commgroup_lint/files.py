@@ -173,7 +173,7 @@ def _existing(dir_fd: int, name: str, path: Path) -> os.stat_result | None:
         raise WriteRefused(path, "is not a regular file")
     if not st.st_mode & 0o222 or not os.access(name, os.W_OK, dir_fd=dir_fd,
                                                 effective_ids=os.access in os.supports_effective_ids):
-        raise WriteRefused(path, "is read-only; make it writable to fix it")
+        raise WriteRefused(path, "is read-only (make it writable to have it fixed)")
     if st.st_nlink > 1:
         raise WriteRefused(path, f"has {st.st_nlink} hard links, which a new file would not keep")
     return st

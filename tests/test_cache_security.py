@@ -7,6 +7,7 @@ and compares the findings with a `--no-cache` run.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -204,3 +205,53 @@ def test_a_key_others_can_read_means_no_cache(project: Path, tmp_path: Path, mon
     key.unlink()
     os.mkfifo(key)  # never waited on
     assert run() == expected
+
+
+MARKERS = {".gitignore": "# created by commgroup-lint\n*\n",
+           "CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n# commgroup-lint cache\n"}
+
+
+def markers(project: Path) -> dict[str, str]:
+    return {name: (project / DIRECTORY / name).read_text() for name in MARKERS if (project / DIRECTORY / name).exists()}
+
+
+def test_a_failed_first_save_is_repaired_by_the_next_run(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Disk full while writing CACHEDIR.TAG: nothing partial is left, and the next run (the
+    cache file was never written, so it saves) completes the folder. The issue's leftover,
+    a 0-byte `.gitignore` and no tag, is repaired the same way."""
+    real = cache_module.replace_file
+
+    def full(path: Path, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        if path.name == "CACHEDIR.TAG":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, *args, **kwargs)
+
+    expected = run("--no-cache")
+    with monkeypatch.context() as patched:
+        patched.setattr(cache_module, "replace_file", full)
+        assert run() == expected
+    assert markers(project) == {".gitignore": MARKERS[".gitignore"]}
+    assert sorted(p.name for p in (project / DIRECTORY).iterdir()) == [".gitignore"]
+    assert run() == expected
+    assert markers(project) == MARKERS
+    for path in (project / DIRECTORY).iterdir():
+        path.unlink()
+    (project / DIRECTORY / ".gitignore").write_bytes(b"")
+    assert run() == expected
+    assert markers(project) == MARKERS
+
+
+def test_a_stale_temporary_file_in_the_folder_is_removed(project: Path) -> None:
+    import subprocess
+    import sys
+
+    from commgroup_lint.files import TEMPORARY_MARK
+
+    path = cache_file(project)
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+    stale = path.with_name(f".{path.name}{TEMPORARY_MARK}{dead}-abcdefgh.tmp")
+    stale.write_bytes(b"partial")
+    path.unlink()  # the next run saves
+    run()
+    assert not stale.exists() and path.exists()
