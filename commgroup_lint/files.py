@@ -248,13 +248,31 @@ def _replace_if_unchanged(dir_fd: int, tmp: str, name: str, expected: bytes, pat
         if _reread(old, path, len(expected)) != expected:
             raise ChangedOnDisk(path)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        after = _reread(old, path, TEXT_LIMIT)
+        if _reread(old, path, TEXT_LIMIT) == expected:
+            return
+        after = _settled(old, path)  # saved into the old file while it was being replaced: the edit wins
     finally:
         os.close(old)
-    if after != expected:  # saved into the old file while it was being replaced: the edit wins
-        if after is not None:
-            replace_file(path, after, dir_fd=dir_fd)
-        raise ChangedOnDisk(path)
+    if after is not None:
+        replace_file(path, after, dir_fd=dir_fd)
+    raise ChangedOnDisk(path)
+
+
+SETTLE_SECONDS = 0.05
+"""How long an edit being saved into a replaced file must stay unchanged to be taken as saved."""
+
+
+def _settled(fd: int, path: Path) -> bytes | None:
+    """The file open as `fd` once a write in progress into it has finished: the same content
+    and `stat` over `SETTLE_SECONDS` (at most 40 tries)."""
+    last = None
+    for _ in range(40):
+        now = (os.fstat(fd).st_mtime_ns, _reread(fd, path, TEXT_LIMIT))
+        if now == last:
+            return now[1]
+        last = now
+        time.sleep(SETTLE_SECONDS)
+    return last[1] if last is not None else None
 
 
 def _reread(fd: int, path: Path, limit: int) -> bytes | None:

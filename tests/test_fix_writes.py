@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from lintkit import FIXABLE, FIXED
 
 import commgroup_lint.cli as cli
 from commgroup_lint import files
-from lintkit import FIXABLE, FIXED
 
 EDITED = FIXABLE.replace("return gathered", "return gathered  # saved meanwhile")
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")
@@ -82,14 +82,14 @@ def test_an_edit_saved_as_soon_as_the_temporary_file_appears_is_never_lost(proje
         stop = threading.Event()
         saved = threading.Event()
 
-        def watch() -> None:
+        def watch(stop: threading.Event, saved: threading.Event) -> None:
             while not stop.is_set():
                 if any(n.startswith(".a.py.cgl") for n in os.listdir(project)):
                     (project / "a.py").write_text(EDITED)
                     saved.set()
                     return
 
-        watcher = threading.Thread(target=watch)
+        watcher = threading.Thread(target=watch, args=(stop, saved))
         watcher.start()
         subprocess.run([sys.executable, "-m", "commgroup_lint", "check", "--fix", "--no-cache", "-q", "a.py"],
                        cwd=project, capture_output=True, timeout=120)
