@@ -136,9 +136,10 @@ def replace_file(path: Path, data: bytes, *, expected: bytes | None = None, keep
 
     With `expected`, the file must still hold those bytes: they are compared after the new
     content is on disk, immediately before the rename (`ChangedOnDisk` if not), and the old
-    file is read again after the rename: an edit that reached it in between is put back (and
-    `ChangedOnDisk` raised). What remains is an editor that replaces the file by renaming in
-    the microseconds between the compare and the rename.
+    file is read again after the rename: an edit saved into it in between (by an editor that
+    had it open) is put back once it has settled, and `ChangedOnDisk` raised. What remains: an
+    editor that saves by renaming its own file in the microseconds between the compare and
+    the rename, or one that pauses longer than `SETTLE_SECONDS` in the middle of a save.
     """
     directory, name = os.path.split(os.fspath(path))
     own_fd = dir_fd is None

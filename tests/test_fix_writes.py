@@ -77,7 +77,7 @@ def test_an_edit_saved_as_soon_as_the_temporary_file_appears_is_never_lost(proje
     """The issue's race, against the real command: a watcher saves the edit the moment a
     temporary file shows up. Whichever side wins, the edit is what the file holds."""
     raced = 0
-    for trial in range(10):
+    for trial in range(20):
         (project / "a.py").write_text(FIXABLE)
         stop = threading.Event()
         saved = threading.Event()
@@ -98,7 +98,7 @@ def test_an_edit_saved_as_soon_as_the_temporary_file_appears_is_never_lost(proje
         if saved.is_set():
             raced += 1
             assert (project / "a.py").read_text() == EDITED, f"trial {trial}: the edit was lost"
-    assert raced >= 5  # the watcher did see the temporary file
+    assert raced >= 10  # the watcher did see the temporary file
 
 
 @as_root
