@@ -188,11 +188,18 @@ class Cache:
     def __init__(self, directory: Path, key: str) -> None:
         self.directory = directory
         self.file = directory / f"{key}.pickle"
+        self._signing_key: bytes | None = None
+
+    def _user_key(self) -> bytes | None:
+        """`signing.user_key()`, read once per cache (a run loads and saves once)."""
+        if self._signing_key is None:
+            self._signing_key = user_key()
+        return self._signing_key
 
     def load(self) -> dict[str, FileRecord]:
         """The records of the last run, or none when the file is missing or not intact (said
         in one line on stderr: a cache file that is there should be one this user wrote)."""
-        key = user_key()
+        key = self._user_key()
         if key is None:
             return {}
         try:
@@ -228,7 +235,7 @@ class Cache:
     def save(self, records: Iterable[tuple[str, FileRecord]]) -> bool:
         """Replace the cache file; False (and nothing written) when the directory is not
         writable, is not a directory, or there is no key."""
-        key = user_key()
+        key = self._user_key()
         if key is None:
             return False
         try:
