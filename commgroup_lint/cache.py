@@ -51,7 +51,7 @@ from commgroup_lint.analysis.recording import Lookups
 from commgroup_lint.analysis.summaries import ModuleAnalysis
 from commgroup_lint.files import directory_fd, read_regular, remove_stale_temporaries, replace_file
 from commgroup_lint.model import Finding
-from commgroup_lint.signing import DIGEST_BYTES, authentic, signature, user_key
+from commgroup_lint.signing import DIGEST_BYTES, UnusableKey, authentic, signature, user_key
 
 DIRECTORY = ".commgroup_lint_cache"
 _MAGIC = b"commgroup-lint cache 7\n"
@@ -178,6 +178,9 @@ _MARKERS = (
 )
 
 
+_WARNED: set[str] = set()  # the key problems said already (a language server lives long)
+
+
 class Cache:
     """One configuration's cache file, signed with the user's key (see `signing`) and read
     back only when the signature holds. Nothing is followed out of the folder: the folder must
@@ -191,9 +194,15 @@ class Cache:
         self._signing_key: bytes | None = None
 
     def _user_key(self) -> bytes | None:
-        """`signing.user_key()`, read once per cache (a run loads and saves once)."""
+        """`signing.user_key()`, read once per cache (a run loads and saves once); None, said
+        once per process on stderr, when there is none."""
         if self._signing_key is None:
-            self._signing_key = user_key()
+            try:
+                self._signing_key = user_key()
+            except UnusableKey as err:
+                if str(err) not in _WARNED:
+                    _WARNED.add(str(err))
+                    sys.stderr.write(f"warning: no cache: its signing key {err}\n")
         return self._signing_key
 
     def load(self) -> dict[str, FileRecord]:

@@ -5,7 +5,7 @@ The key is 32 random bytes in `$XDG_CACHE_HOME/commgroup-lint/cache-key` (else
 `~/.cache/commgroup-lint/cache-key`): outside every repository, created once with mode 0600
 and published by a hard link, so that concurrent first runs agree on one key and no reader
 sees half of one. A key file that is not a regular file of this user's, readable by nobody
-else, is not used: then there is no cache.
+else, is not used: then there is no cache (said once, on stderr).
 """
 
 from __future__ import annotations
@@ -38,34 +38,48 @@ def authentic(key: bytes, data: bytes, claimed: bytes) -> bool:
     return hmac.compare_digest(signature(key, data), claimed)
 
 
-def user_key() -> bytes | None:
-    """The key, created on first use; None when it cannot be read or made safely."""
+class UnusableKey(OSError):
+    """The key file is there but not safe to use, or cannot be made: there is no cache."""
+
+
+def user_key() -> bytes:
+    """The key, created on first use; raises `UnusableKey` saying why there is none."""
     path = key_path()
     try:
         return _read(path)
     except FileNotFoundError:
         pass
-    except OSError:
-        return None
+    except UnusableKey:
+        raise
+    except OSError as err:
+        raise UnusableKey(f"{path} cannot be read: {err.strerror or err}") from None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _publish(path, os.urandom(KEY_BYTES))
         return _read(path)
-    except OSError:
-        return None
+    except UnusableKey:
+        raise
+    except OSError as err:
+        raise UnusableKey(f"{path} cannot be created: {err.strerror or err}") from None
 
 
-def _read(path: Path) -> bytes | None:
-    """The key at `path`; None when the file is not one this user alone can have written."""
+def _read(path: Path) -> bytes:
+    """The key at `path`, if it is a file that this user alone can have written."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or (hasattr(os, "geteuid") and st.st_uid != os.geteuid()):
-            return None
     finally:
         os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnusableKey(f"{path} is not a regular file; delete it")
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        raise UnusableKey(f"{path} belongs to another user; delete it")
+    if st.st_mode & 0o077:
+        raise UnusableKey(f"{path} can be read or written by others; delete it (a new one is made)")
     key = read_regular(path, KEY_BYTES, follow_links=False)
-    return key if len(key) == KEY_BYTES else None
+    if len(key) != KEY_BYTES:
+        raise UnusableKey(f"{path} is not a key of {KEY_BYTES} bytes; delete it")
+    return key
 
 
 def _publish(path: Path, key: bytes) -> None:

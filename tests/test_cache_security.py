@@ -200,11 +200,20 @@ def test_a_key_others_can_read_means_no_cache(project: Path, tmp_path: Path, mon
     key.write_bytes(os.urandom(signing.KEY_BYTES))
     key.chmod(0o644)
     expected = run("--no-cache")
-    assert run() == expected
-    assert not list((project / DIRECTORY).glob("*.pickle")) if (project / DIRECTORY).exists() else True
+    rc, findings, stderr = run()
+    assert (rc, findings) == expected[:2]
+    assert stderr == (f"warning: no cache: its signing key {key} can be read or written by others; "
+                      "delete it (a new one is made)\n")
+    assert not (project / DIRECTORY).exists()
+    assert run()[2] == ""  # said once per process
     key.unlink()
     os.mkfifo(key)  # never waited on
-    assert run() == expected
+    rc, findings, stderr = run()
+    assert (rc, findings) == expected[:2]
+    assert stderr == f"warning: no cache: its signing key {key} is not a regular file; delete it\n"
+    key.unlink()
+    assert run() == expected  # a new key, and a cache again
+    assert list((project / DIRECTORY).glob("*.pickle"))
 
 
 MARKERS = {".gitignore": "# created by commgroup-lint\n*\n",
