@@ -226,13 +226,27 @@ def _copy_metadata(dir_fd: int, name: str, fd: int, old: os.stat_result, path: P
         source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
         try:
             for attribute in os.listxattr(source):
-                os.setxattr(fd, attribute, os.getxattr(source, attribute))
+                _set_attribute(fd, attribute, os.getxattr(source, attribute))
         except OSError as err:
             if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
                 raise WriteRefused(path, f"has extended attributes that cannot be kept ({err.strerror})") from None
         finally:
             os.close(source)
     os.fchmod(fd, stat.S_IMODE(old.st_mode))
+
+
+def _set_attribute(fd: int, attribute: str, value: bytes) -> None:
+    """Set an extended attribute, or find it already set so (a new file gets the directory's
+    `security.selinux` label, which an unprivileged user may not write, even unchanged)."""
+    try:
+        os.setxattr(fd, attribute, value)
+    except OSError:
+        try:
+            same = os.getxattr(fd, attribute) == value
+        except OSError:
+            same = False
+        if not same:
+            raise
 
 
 def _owner(fd: int) -> tuple[int, int]:

@@ -170,3 +170,26 @@ def test_stale_temporary_files_are_removed(project: Path) -> None:
         path.write_text("partial")
     assert fix() == (0, "")
     assert not stale.exists() and live.exists() and mine.exists()
+
+
+def test_an_attribute_the_new_file_already_has_needs_no_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As SELinux labels a new file like its directory and may refuse even an unchanged
+    relabel: an attribute already equal is kept; a different one refused is an error."""
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            os.setxattr(fd, "user.label", b"same")
+        except OSError as err:
+            pytest.skip(f"no user extended attributes here ({err.strerror})")
+
+        def refuse(*args: object) -> None:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(files.os, "setxattr", refuse)
+        files._set_attribute(fd, "user.label", b"same")
+        with pytest.raises(PermissionError):
+            files._set_attribute(fd, "user.label", b"other")
+    finally:
+        os.close(fd)
