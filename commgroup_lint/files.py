@@ -37,6 +37,9 @@ that one left by a killed run is told apart from the user's files and removed la
 STALE_SECONDS = 3600
 """A temporary file older than this is stale even when its process id is in use (reused)."""
 
+NO_FOLLOW_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Opening a name to read it: never blocking on a FIFO, never through a link at the name."""
+
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
@@ -84,9 +87,9 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, follow_links: bool
     link when `follow_links` is false). Opened without blocking, so a FIFO is refused rather
     than waited on.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
+    flags = NO_FOLLOW_READ | getattr(os, "O_BINARY", 0)
+    if follow_links:
+        flags &= ~getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         return _read_open(fd, path, limit)
@@ -142,26 +145,21 @@ def replace_file(path: Path, data: bytes, *, expected: bytes | None = None, keep
     the rename, or one that pauses longer than `SETTLE_SECONDS` in the middle of a save.
     """
     directory, name = os.path.split(os.fspath(path))
-    own_fd = dir_fd is None
-    if own_fd:
-        dir_fd = os.open(directory or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
-    assert dir_fd is not None
+    if dir_fd is None:
+        with directory_fd(Path(directory or ".")) as opened:
+            return replace_file(path, data, expected=expected, keep=keep, dir_fd=opened)
+    remove_stale_temporaries(dir_fd, name)
+    old = _existing(dir_fd, name, path) if keep else None
+    tmp = _write_temporary(dir_fd, name, data, old, path)
     try:
-        remove_stale_temporaries(dir_fd, name)
-        old = _existing(dir_fd, name, path) if keep else None
-        tmp = _write_temporary(dir_fd, name, data, old, path)
-        try:
-            if expected is None:
-                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            else:
-                _replace_if_unchanged(dir_fd, tmp, name, expected, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-    finally:
-        if own_fd:
-            os.close(dir_fd)
+        if expected is None:
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        else:
+            _replace_if_unchanged(dir_fd, tmp, name, expected, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
 
 
 def _existing(dir_fd: int, name: str, path: Path) -> os.stat_result | None:
@@ -223,7 +221,7 @@ def _copy_metadata(dir_fd: int, name: str, fd: int, old: os.stat_result, path: P
         except OSError:
             raise WriteRefused(path, f"is owned by {old.st_uid}:{old.st_gid}, which a new file cannot keep") from None
     if hasattr(os, "listxattr"):
-        source = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
+        source = os.open(name, NO_FOLLOW_READ, dir_fd=dir_fd)
         try:
             for attribute in os.listxattr(source):
                 _set_attribute(fd, attribute, os.getxattr(source, attribute))
@@ -257,8 +255,7 @@ def _owner(fd: int) -> tuple[int, int]:
 def _replace_if_unchanged(dir_fd: int, tmp: str, name: str, expected: bytes, path: Path) -> None:
     """Rename `tmp` over `name` if `name` still holds `expected`; put back an edit that reached
     the old file during the rename."""
-    old = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
-                  dir_fd=dir_fd)
+    old = os.open(name, NO_FOLLOW_READ, dir_fd=dir_fd)
     try:
         if _reread(old, path, len(expected)) != expected:
             raise ChangedOnDisk(path)

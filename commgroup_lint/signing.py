@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from commgroup_lint.files import TEMPORARY_MARK, read_regular
+from commgroup_lint.files import NO_FOLLOW_READ, TEMPORARY_MARK, read_regular
 
 KEY_BYTES = 32
 DIGEST_BYTES = hashlib.sha256().digest_size
@@ -65,7 +65,7 @@ def user_key() -> bytes:
 
 def _read(path: Path) -> bytes:
     """The key at `path`, if it is a file that this user alone can have written."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, NO_FOLLOW_READ)
     try:
         st = os.fstat(fd)
     finally:

@@ -1,5 +1,6 @@
 """Every test runs with its own user cache directory, so the cache's signing key (see
-`commgroup_lint.signing`) is never read from or written to the real one."""
+`commgroup_lint.signing`) is never read from or written to the real one; `project` is an
+empty project (a configuration, nothing else) made the current directory."""
 
 from __future__ import annotations
 
@@ -20,3 +21,12 @@ def _user_cache_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         del os.environ["XDG_CACHE_HOME"]
     else:
         os.environ["XDG_CACHE_HOME"] = before
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
+    monkeypatch.chdir(root)
+    return root

@@ -26,14 +26,9 @@ SOURCE = ("from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\n"
           "def forward():\n    return get_local_dp_buffer()\n")
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
-    (root / "model.py").write_text(SOURCE)
-    monkeypatch.chdir(root)
-    return root
+@pytest.fixture(autouse=True)
+def _model(project: Path) -> None:
+    (project / "model.py").write_text(SOURCE)
 
 
 def run(*args: str) -> tuple[int, list[dict], str]:

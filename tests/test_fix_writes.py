@@ -23,14 +23,9 @@ EDITED = FIXABLE.replace("return gathered", "return gathered  # saved meanwhile"
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
-    (root / "a.py").write_text(FIXABLE)
-    monkeypatch.chdir(root)
-    return root
+@pytest.fixture(autouse=True)
+def _fixable(project: Path) -> None:
+    (project / "a.py").write_text(FIXABLE)
 
 
 def fix(*names: str) -> tuple[int, str]:
