@@ -25,8 +25,10 @@ so such a file is read again next time. A file that cannot be decoded keeps its 
 (reported as CGL000 while its `stat` matches); one that cannot be read at all is not recorded.
 
 Written atomically (a temporary file renamed over the old one), so concurrent runs never see
-a partial file; the last writer wins. A file that cannot be read back exactly (truncated,
-corrupted, another version) is ignored; a directory that cannot be written means no cache.
+a partial file; the last writer wins. The folder is the checked repository's to fill, so each
+file is signed with the user's key (see `signing`), and one without a valid signature is never
+unpickled; a file that cannot be read back exactly (truncated, corrupted, another version,
+foreign) is ignored, and a directory that cannot be written means no cache.
 """
 
 from __future__ import annotations
