@@ -44,7 +44,10 @@ class UnusableKey(OSError):
 
 def user_key() -> bytes:
     """The key, created on first use; raises `UnusableKey` saying why there is none."""
-    path = key_path()
+    try:
+        path = key_path()
+    except RuntimeError:  # no home directory (Path.home() on Python 3.12+)
+        raise UnusableKey("has no place: set XDG_CACHE_HOME or HOME") from None
     try:
         return _read(path)
     except FileNotFoundError:
