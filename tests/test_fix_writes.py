@@ -33,13 +33,25 @@ def fix(*names: str) -> tuple[int, str]:
     return result.exit_code, result.stderr
 
 
-def test_an_edit_saved_before_the_rename_is_kept(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def save_in_place(path: Path) -> None:
+    path.write_text(EDITED)
+
+
+def save_by_rename(path: Path) -> None:
+    """As vim and many editors do: a new file renamed over the old one."""
+    new = path.with_name("a.py.swp")
+    new.write_text(EDITED)
+    os.replace(new, path)
+
+
+@pytest.mark.parametrize("save", [save_in_place, save_by_rename], ids=["in-place", "by-rename"])
+def test_an_edit_saved_before_the_rename_is_kept(project: Path, monkeypatch: pytest.MonkeyPatch, save) -> None:  # noqa: ANN001
     """Saved once the new content is on disk, before the last compare: not replaced."""
     real = files._write_temporary
 
     def then_save(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         tmp = real(*args, **kwargs)
-        (project / "a.py").write_text(EDITED)
+        save(project / "a.py")
         return tmp
 
     monkeypatch.setattr(files, "_write_temporary", then_save)
