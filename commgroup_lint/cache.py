@@ -196,11 +196,11 @@ class Cache:
         self._signing_key: bytes | None = None
 
     def _user_key(self) -> bytes | None:
-        """`signing.user_key()`, read once per cache (a run loads and saves once); None, said
-        once per process on stderr, when there is none."""
+        """`signing.user_key()` (one outside the project), read once per cache (a run loads
+        and saves once); None, said once per process on stderr, when there is none."""
         if self._signing_key is None:
             try:
-                self._signing_key = user_key()
+                self._signing_key = user_key(self.directory.parent)
             except UnusableKey as err:
                 if str(err) not in _WARNED:
                     _WARNED.add(str(err))

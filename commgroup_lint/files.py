@@ -75,6 +75,11 @@ class WriteRefused(OSError):
         super().__init__(errno.EPERM, reason, os.fspath(path))
 
 
+def within(path: str, directory: str) -> bool:
+    """Whether the path `path` is `directory` or lies below it (both absolute, normalised)."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
 def _size(limit: int) -> str:
     return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from commgroup_lint.engine import Linter, LintResult
-from commgroup_lint.files import ChangedOnDisk, WriteRefused, replace_file
+from commgroup_lint.files import ChangedOnDisk, WriteRefused, replace_file, within
 from commgroup_lint.model import Applicability, Edit, Finding, Fix
 from commgroup_lint.source import SourceFile
 
@@ -156,12 +156,8 @@ def _outside_target(path: Path, root: Path | None) -> str | None:
     lexical, real = os.path.abspath(path), os.path.realpath(path)
     if real == lexical:
         return None
-    tree = root if root is not None and _within(lexical, os.path.abspath(root)) else os.path.dirname(lexical)
-    return None if _within(real, os.path.realpath(tree)) else real
-
-
-def _within(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+    tree = root if root is not None and within(lexical, os.path.abspath(root)) else os.path.dirname(lexical)
+    return None if within(real, os.path.realpath(tree)) else real
 
 
 def unified_diff(fixed: FixedFile) -> str:

@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from commgroup_lint.files import NO_FOLLOW_READ, TEMPORARY_MARK, read_regular
+from commgroup_lint.files import NO_FOLLOW_READ, TEMPORARY_MARK, read_regular, within
 
 KEY_BYTES = 32
 DIGEST_BYTES = hashlib.sha256().digest_size
@@ -42,12 +42,16 @@ class UnusableKey(OSError):
     """The key file is there but not safe to use, or cannot be made: there is no cache."""
 
 
-def user_key() -> bytes:
-    """The key, created on first use; raises `UnusableKey` saying why there is none."""
+def user_key(project: Path) -> bytes:
+    """The key, created on first use; raises `UnusableKey` saying why there is none. A key
+    inside `project` (`XDG_CACHE_HOME` within the checked tree, as some CI set up) is one the
+    repository could have shipped: it is not used, unless the project holds the home directory."""
     try:
         path = key_path()
     except RuntimeError:  # no home directory (Path.home() on Python 3.12+)
         raise UnusableKey("has no place: set XDG_CACHE_HOME or HOME") from None
+    if within(os.path.realpath(path), os.path.realpath(project)) and not within(_home(), os.path.realpath(project)):
+        raise UnusableKey(f"{path} lies inside the checked project {project}: set XDG_CACHE_HOME outside it")
     try:
         return _read(path)
     except FileNotFoundError:
@@ -64,6 +68,15 @@ def user_key() -> bytes:
         raise
     except OSError as err:
         raise UnusableKey(f"{path} cannot be created: {err.strerror or err}") from None
+
+
+def _home() -> str:
+    """The user's home directory, resolved ("" when there is none): a project that holds it
+    (linting from `~`, a dotfiles repository) is the user's own, and may hold the key."""
+    try:
+        return os.path.realpath(Path.home())
+    except RuntimeError:
+        return ""
 
 
 def _read(path: Path) -> bytes:

@@ -149,7 +149,7 @@ def test_a_cache_file_naming_a_foreign_class_is_ignored(corpus: Path, tmp_path: 
     expected = check([corpus], cache_dir=cache)
     (path,) = cache.glob("*.pickle")
     body = cache_module._MAGIC + pickle.dumps({"a": os.system})
-    key = signing.user_key()
+    key = signing.user_key(path.parent.parent)
     assert key is not None
     path.write_bytes(signing.signature(key, path.name.encode() + body) + body)
     assert check([corpus], cache_dir=cache) == expected

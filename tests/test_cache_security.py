@@ -85,7 +85,7 @@ def test_a_payload_in_the_cache_file_does_not_run(project: Path, tmp_path: Path,
     path = cache_file(project)
     marker = tmp_path / "ran"
     body = cache_module._MAGIC + make(f"touch {marker}")
-    key = signing.user_key() if signed else os.urandom(signing.KEY_BYTES)
+    key = signing.user_key(path.parent.parent) if signed else os.urandom(signing.KEY_BYTES)
     assert key is not None
     path.write_bytes(signing.signature(key, path.name.encode() + body) + body)
     rc, findings, stderr = run()
@@ -209,6 +209,31 @@ def test_a_key_others_can_read_means_no_cache(project: Path, tmp_path: Path, mon
     key.unlink()
     assert run() == expected  # a new key, and a cache again
     assert list((project / DIRECTORY).glob("*.pickle"))
+
+
+def test_a_key_inside_the_project_is_not_used(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI that sets HOME to the checkout would otherwise read a key the repository ships."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(project / ".cache"))
+    shipped = signing.key_path()
+    shipped.parent.mkdir(parents=True)
+    shipped.write_bytes(b"k" * signing.KEY_BYTES)
+    shipped.chmod(0o600)
+    expected = run("--no-cache")
+    rc, findings, stderr = run()
+    assert (rc, findings) == expected[:2]
+    assert stderr == (f"warning: no cache: its signing key {shipped} lies inside the checked project {project}: "
+                      "set XDG_CACHE_HOME outside it\n")
+    assert not (project / DIRECTORY).exists()
+
+
+def test_a_project_holding_the_home_directory_may_hold_the_key(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linting from `~` (or a dotfiles repository there) keeps its cache."""
+    monkeypatch.setenv("HOME", str(project / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    expected = run("--no-cache")
+    assert run() == expected
+    assert signing.key_path() == project / "home" / ".cache" / "commgroup-lint" / "cache-key"
+    assert signing.key_path().is_file() and list((project / DIRECTORY).glob("*.pickle"))
 
 
 MARKERS = {".gitignore": "# created by commgroup-lint\n*\n",
