@@ -51,7 +51,7 @@ from typing import Any
 
 from commgroup_lint.analysis.recording import Lookups
 from commgroup_lint.analysis.summaries import ModuleAnalysis
-from commgroup_lint.files import directory_fd, read_regular, remove_stale_temporaries, replace_file
+from commgroup_lint.files import Folder, open_directory, read_regular, remove_stale_temporaries, replace_file
 from commgroup_lint.model import Finding
 from commgroup_lint.signing import DIGEST_BYTES, UnusableKey, authentic, signature, user_key
 
@@ -214,8 +214,8 @@ class Cache:
         if key is None:
             return {}
         try:
-            with directory_fd(self.directory, follow_links=False) as folder:
-                data = read_regular(self.file.name, CACHE_LIMIT, follow_links=False, dir_fd=folder)
+            with open_directory(self.directory, follow_links=False) as folder:
+                data = read_regular(self.file.name, CACHE_LIMIT, follow_links=False, folder=folder)
         except FileNotFoundError:
             return {}
         except OSError as err:
@@ -256,21 +256,21 @@ class Cache:
         try:
             with contextlib.suppress(FileExistsError):  # not `parents=True`: never through a link
                 os.mkdir(self.directory)
-            with directory_fd(self.directory, follow_links=False) as folder:
+            with open_directory(self.directory, follow_links=False) as folder:
                 remove_stale_temporaries(folder)
                 for name, content in _MARKERS:  # repaired when a run was killed between the two
                     if _holds(folder, name, content):
                         continue
-                    replace_file(Path(name), content, keep=False, dir_fd=folder)
+                    replace_file(Path(name), content, keep=False, folder=folder)
                 replace_file(Path(self.file.name), signature(key, self.file.name.encode() + body) + body,
-                             keep=False, dir_fd=folder)
+                             keep=False, folder=folder)
             return True
         except OSError:
             return False
 
 
-def _holds(folder: int, name: str, content: bytes) -> bool:
+def _holds(folder: Folder, name: str, content: bytes) -> bool:
     try:
-        return read_regular(name, len(content), follow_links=False, dir_fd=folder) == content
+        return read_regular(name, len(content), follow_links=False, folder=folder) == content
     except OSError:
         return False

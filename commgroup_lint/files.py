@@ -37,7 +37,15 @@ that one left by a killed run is told apart from the user's files and removed la
 STALE_SECONDS = 3600
 """A temporary file older than this is stale even when its process id is in use (reused)."""
 
-NO_FOLLOW_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+Folder = int | str
+"""A directory names are resolved in: its open descriptor (POSIX), else its path (where the
+system resolves no name relative to a descriptor: Windows)."""
+
+_DIR_FDS = ({os.open, os.stat, os.rename, os.unlink, os.access} <= os.supports_dir_fd  # os.replace: as os.rename
+            and os.listdir in os.supports_fd)
+
+
+NO_FOLLOW_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 """Opening a name to read it: never blocking on a FIFO, never through a link at the name."""
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
@@ -85,7 +93,7 @@ def _size(limit: int) -> str:
 
 
 def read_regular(path: str | os.PathLike[str], limit: int, *, follow_links: bool = True,
-                 dir_fd: int | None = None) -> bytes:
+                 folder: Folder | None = None) -> bytes:
     """The bytes of the regular file at `path`, at most `limit` of them.
 
     Raises `NotRegularFile`, `FileTooLarge`, or the `OSError` of opening it (`ELOOP` for a
@@ -95,7 +103,7 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, follow_links: bool
     flags = NO_FOLLOW_READ | getattr(os, "O_BINARY", 0)
     if follow_links:
         flags &= ~getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, dir_fd=dir_fd)
+    fd = os.open(path, flags) if folder is None else _open(folder, os.fspath(path), flags)
     try:
         return _read_open(fd, path, limit)
     finally:
@@ -135,8 +143,8 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def replace_file(path: Path, data: bytes, *, expected: bytes | None = None, keep: bool = True,
-                 dir_fd: int | None = None) -> None:
-    """Replace the entry `path` (in `dir_fd` when given) with a regular file holding `data`.
+                 folder: Folder | None = None) -> None:
+    """Replace the entry `path` (its name in `folder`, when given) with a regular file holding `data`.
 
     With `keep`, an existing file's mode, owner and extended attributes are kept; a file that
     is read-only, has other hard links, or whose owner or attributes cannot be kept raises
@@ -150,83 +158,82 @@ def replace_file(path: Path, data: bytes, *, expected: bytes | None = None, keep
     the rename, or one that pauses longer than `SETTLE_SECONDS` in the middle of a save.
     """
     directory, name = os.path.split(os.fspath(path))
-    if dir_fd is None:
-        with directory_fd(Path(directory or ".")) as opened:
-            return replace_file(path, data, expected=expected, keep=keep, dir_fd=opened)
-    remove_stale_temporaries(dir_fd, name)
-    old = _existing(dir_fd, name, path) if keep else None
-    tmp = _write_temporary(dir_fd, name, data, old, path)
+    if folder is None:
+        with open_directory(Path(directory or ".")) as opened:
+            return replace_file(path, data, expected=expected, keep=keep, folder=opened)
+    remove_stale_temporaries(folder, name)
+    old = _existing(folder, name, path) if keep else None
+    tmp = _write_temporary(folder, name, data, old, path)
     try:
         if expected is None:
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            _rename(folder, tmp, name)
         else:
-            _replace_if_unchanged(dir_fd, tmp, name, expected, path)
+            _replace_if_unchanged(folder, tmp, name, expected, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
+            _unlink(folder, tmp)
         raise
 
 
-def _existing(dir_fd: int, name: str, path: Path) -> os.stat_result | None:
+def _existing(folder: Folder, name: str, path: Path) -> os.stat_result | None:
     """The `stat` of the file being replaced, after checking that replacing it loses nothing."""
     try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        st = _lstat(folder, name)
     except FileNotFoundError:
         return None
     if not stat.S_ISREG(st.st_mode):
         raise WriteRefused(path, "is not a regular file")
-    if not st.st_mode & 0o222 or not os.access(name, os.W_OK, dir_fd=dir_fd,
-                                                effective_ids=os.access in os.supports_effective_ids):
+    if not st.st_mode & 0o222 or not _writable(folder, name):
         raise WriteRefused(path, "is read-only (make it writable to have it fixed)")
     if st.st_nlink > 1:
         raise WriteRefused(path, f"has {st.st_nlink} hard links, which a new file would not keep")
     return st
 
 
-def _write_temporary(dir_fd: int, name: str, data: bytes, old: os.stat_result | None, path: Path) -> str:
+def _write_temporary(folder: Folder, name: str, data: bytes, old: os.stat_result | None, path: Path) -> str:
     """A new file beside `name` holding `data`, flushed to disk, with `old`'s mode, owner and
     extended attributes (or the mode `open()` gives a new file); its name."""
-    fd, tmp = _create_temporary(dir_fd, name)
+    fd, tmp = _create_temporary(folder, name)
     try:
         with os.fdopen(fd, "wb", closefd=False) as handle:
             handle.write(data)
             handle.flush()
             if old is None:
-                os.fchmod(fd, 0o666 & ~_umask())
+                _set_mode(folder, tmp, fd, 0o666 & ~_umask())
             else:
-                _copy_metadata(dir_fd, name, fd, old, path)
+                _copy_metadata(folder, name, tmp, fd, old, path)
             os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
+            _unlink(folder, tmp)
         raise
     os.close(fd)
     return tmp
 
 
-def _create_temporary(dir_fd: int, name: str) -> tuple[int, str]:
-    """`mkstemp`'s exclusive create (mode 0600), relative to `dir_fd`."""
+def _create_temporary(folder: Folder, name: str) -> tuple[int, str]:
+    """`mkstemp`'s exclusive create (mode 0600), in `folder`."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     names = tempfile._get_candidate_names()  # type: ignore[attr-defined]  # mkstemp's own random names
     for _ in range(100):
         tmp = f".{name}{TEMPORARY_MARK}{os.getpid()}-{next(names)}.tmp"
         try:
-            return os.open(tmp, flags, 0o600, dir_fd=dir_fd), tmp
+            return _open(folder, tmp, flags, 0o600), tmp
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no temporary file name is free", name)
 
 
-def _copy_metadata(dir_fd: int, name: str, fd: int, old: os.stat_result, path: Path) -> None:
-    """Give the new file (open as `fd`) the old one's owner, extended attributes and mode."""
+def _copy_metadata(folder: Folder, name: str, tmp: str, fd: int, old: os.stat_result, path: Path) -> None:
+    """Give the new file (`tmp`, open as `fd`) the old one's owner, extended attributes and mode."""
     if (old.st_uid, old.st_gid) != _owner(fd):
         try:
             os.fchown(fd, old.st_uid, old.st_gid)
         except OSError:
             raise WriteRefused(path, f"is owned by {old.st_uid}:{old.st_gid}, which a new file cannot keep") from None
     if hasattr(os, "listxattr"):
-        source = os.open(name, NO_FOLLOW_READ, dir_fd=dir_fd)
+        source = _open(folder, name, NO_FOLLOW_READ)
         try:
             for attribute in os.listxattr(source):
                 _set_attribute(fd, attribute, os.getxattr(source, attribute))
@@ -235,7 +242,16 @@ def _copy_metadata(dir_fd: int, name: str, fd: int, old: os.stat_result, path: P
                 raise WriteRefused(path, f"has extended attributes that cannot be kept ({err.strerror})") from None
         finally:
             os.close(source)
-    os.fchmod(fd, stat.S_IMODE(old.st_mode))
+    _set_mode(folder, tmp, fd, stat.S_IMODE(old.st_mode))
+
+
+def _set_mode(folder: Folder, name: str, fd: int, mode: int) -> None:
+    """`fchmod`, or a `chmod` of the name where there is none (Windows before Python 3.13)."""
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
+    else:
+        where, dir_fd = _in(folder, name)
+        os.chmod(where, mode, dir_fd=dir_fd)
 
 
 def _set_attribute(fd: int, attribute: str, value: bytes) -> None:
@@ -257,21 +273,21 @@ def _owner(fd: int) -> tuple[int, int]:
     return st.st_uid, st.st_gid
 
 
-def _replace_if_unchanged(dir_fd: int, tmp: str, name: str, expected: bytes, path: Path) -> None:
+def _replace_if_unchanged(folder: Folder, tmp: str, name: str, expected: bytes, path: Path) -> None:
     """Rename `tmp` over `name` if `name` still holds `expected`; put back an edit that reached
     the old file during the rename."""
-    old = os.open(name, NO_FOLLOW_READ, dir_fd=dir_fd)
+    old = _open(folder, name, NO_FOLLOW_READ)
     try:
         if _reread(old, path, len(expected)) != expected:
             raise ChangedOnDisk(path)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        _rename(folder, tmp, name)
         if _reread(old, path, TEXT_LIMIT) == expected:
             return
         after = _settled(old, path)  # saved into the old file while it was being replaced: the edit wins
     finally:
         os.close(old)
     if after is not None:
-        replace_file(path, after, dir_fd=dir_fd)
+        replace_file(path, after, folder=folder)
     raise ChangedOnDisk(path)
 
 
@@ -301,12 +317,12 @@ def _reread(fd: int, path: Path, limit: int) -> bytes | None:
         return None
 
 
-def remove_stale_temporaries(dir_fd: int, name: str | None = None) -> None:
+def remove_stale_temporaries(folder: Folder, name: str | None = None) -> None:
     """Remove the temporary files a killed run left for `name` (for any name when None): those
     of a process that no longer runs, or older than `STALE_SECONDS`."""
     prefix = f".{name}{TEMPORARY_MARK}" if name is not None else "."
     try:
-        entries = [e for e in os.listdir(dir_fd) if e.startswith(prefix) and e.endswith(".tmp") and TEMPORARY_MARK in e]
+        entries = [e for e in os.listdir(folder) if e.startswith(prefix) and e.endswith(".tmp") and TEMPORARY_MARK in e]
     except OSError:
         return
     for entry in entries:
@@ -314,9 +330,9 @@ def remove_stale_temporaries(dir_fd: int, name: str | None = None) -> None:
         if pid is None or pid == os.getpid():
             continue
         with contextlib.suppress(OSError):
-            st = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
+            st = _lstat(folder, entry)
             if stat.S_ISREG(st.st_mode) and (not _running(pid) or time.time() - st.st_mtime > STALE_SECONDS):
-                os.unlink(entry, dir_fd=dir_fd)
+                _unlink(folder, entry)
 
 
 def _temporary_pid(entry: str) -> int | None:
@@ -325,6 +341,8 @@ def _temporary_pid(entry: str) -> int | None:
 
 
 def _running(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) terminates the process there: leave it to the age
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -342,9 +360,18 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def directory_fd(path: Path, *, follow_links: bool = True) -> Iterator[int]:
-    """An open descriptor of the directory `path` (not of a link to one, without
-    `follow_links`): names inside it are then resolved there, whatever `path` becomes."""
+def open_directory(path: Path, *, follow_links: bool = True) -> Iterator[Folder]:
+    """The directory `path` (not a link to one, without `follow_links`) as a `Folder`: an open
+    descriptor where names can be resolved relative to one, so that whatever `path` becomes
+    meanwhile, the names are looked up in this directory."""
+    if not _DIR_FDS:
+        st = os.stat(path) if follow_links else os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "is a symbolic link", os.fspath(path))
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", os.fspath(path))
+        yield os.fspath(path)
+        return
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not follow_links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -353,3 +380,33 @@ def directory_fd(path: Path, *, follow_links: bool = True) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+def _in(folder: Folder, name: str) -> tuple[str, int | None]:
+    """`name` in `folder`, as a path and a `dir_fd` argument."""
+    return (name, folder) if isinstance(folder, int) else (os.path.join(folder, name), None)
+
+
+def _open(folder: Folder, name: str, flags: int, mode: int = 0o777) -> int:
+    where, fd = _in(folder, name)
+    return os.open(where, flags, mode, dir_fd=fd)
+
+
+def _lstat(folder: Folder, name: str) -> os.stat_result:
+    where, fd = _in(folder, name)
+    return os.stat(where, dir_fd=fd, follow_symlinks=False)
+
+
+def _writable(folder: Folder, name: str) -> bool:
+    where, fd = _in(folder, name)
+    return os.access(where, os.W_OK, dir_fd=fd, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _rename(folder: Folder, source: str, target: str) -> None:
+    (source_path, fd), (target_path, _) = _in(folder, source), _in(folder, target)
+    os.replace(source_path, target_path, src_dir_fd=fd, dst_dir_fd=fd)
+
+
+def _unlink(folder: Folder, name: str) -> None:
+    where, fd = _in(folder, name)
+    os.unlink(where, dir_fd=fd)

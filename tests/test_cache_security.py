@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from commgroup_lint import cache as cache_module
-from commgroup_lint import signing
+from commgroup_lint import files, signing
 from commgroup_lint.cache import DIRECTORY
 from commgroup_lint.cli import main
 
@@ -127,9 +127,13 @@ def test_a_damaged_or_foreign_cache_is_ignored_with_one_line(project: Path, dama
     assert len(stderr.splitlines()) == 1 and stderr.startswith("warning: ignoring the cache file")
 
 
+@pytest.mark.parametrize("descriptors", [True, False], ids=["descriptors", "paths"])
 @pytest.mark.parametrize("dangling", [False, True], ids=["existing-target", "dangling"])
-def test_a_cache_file_that_is_a_link_out_is_replaced_not_followed(project: Path, tmp_path: Path,
-                                                                  dangling: bool) -> None:
+def test_a_cache_file_that_is_a_link_out_is_replaced_not_followed(project: Path, tmp_path: Path, dangling: bool,
+                                                                  descriptors: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also where the folder is named by its path (no `dir_fd`: Windows)."""
+    monkeypatch.setattr(files, "_DIR_FDS", descriptors and files._DIR_FDS)
     expected = run("--no-cache")
     path = cache_file(project)
     path.unlink()
@@ -149,7 +153,10 @@ def test_a_cache_file_that_is_a_link_out_is_replaced_not_followed(project: Path,
     assert run() == expected
 
 
-def test_a_cache_folder_that_is_a_link_is_not_used(project: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("descriptors", [True, False], ids=["descriptors", "paths"])
+def test_a_cache_folder_that_is_a_link_is_not_used(project: Path, tmp_path: Path, descriptors: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "_DIR_FDS", descriptors and files._DIR_FDS)
     expected = run("--no-cache")
     outside = tmp_path / "outside"
     outside.mkdir()

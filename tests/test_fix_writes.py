@@ -28,6 +28,14 @@ def _fixable(project: Path) -> None:
     (project / "a.py").write_text(FIXABLE)
 
 
+@pytest.fixture(params=[True, False], ids=["descriptors", "paths"])
+def descriptors(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways of naming files in a folder: relative to its descriptor (POSIX), or by path
+    (where the system has no `dir_fd`: Windows)."""
+    monkeypatch.setattr(files, "_DIR_FDS", request.param and files._DIR_FDS)
+    return request.param
+
+
 def fix(*names: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli.main, ["check", "--fix", "--no-cache", "-q", *(names or ("a.py",))])
     return result.exit_code, result.stderr
@@ -45,7 +53,8 @@ def save_by_rename(path: Path) -> None:
 
 
 @pytest.mark.parametrize("save", [save_in_place, save_by_rename], ids=["in-place", "by-rename"])
-def test_an_edit_saved_before_the_rename_is_kept(project: Path, monkeypatch: pytest.MonkeyPatch, save) -> None:  # noqa: ANN001
+def test_an_edit_saved_before_the_rename_is_kept(project: Path, monkeypatch: pytest.MonkeyPatch, save,  # noqa: ANN001
+                                                 descriptors: bool) -> None:
     """Saved once the new content is on disk, before the last compare: not replaced."""
     real = files._write_temporary
 
@@ -61,14 +70,14 @@ def test_an_edit_saved_before_the_rename_is_kept(project: Path, monkeypatch: pyt
     assert sorted(p.name for p in project.iterdir()) == ["a.py", "pyproject.toml"]  # no temporary file left
 
 
-def test_an_edit_saved_into_the_old_file_during_the_rename_is_put_back(project: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_edit_saved_into_the_old_file_during_the_rename_is_put_back(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     descriptors: bool) -> None:
     """Saved in place after the compare (the editor had the file open): the old file is read
     again after the rename, and the edit replaces the fix."""
     real = os.replace
 
     def save_then_rename(src, dst, **kwargs):  # noqa: ANN001, ANN003, ANN202
-        if str(dst) == "a.py":
+        if os.path.basename(dst) == "a.py":
             with open(project / "a.py", "r+") as handle:  # in place: the inode being replaced
                 handle.write(EDITED)
         return real(src, dst, **kwargs)
@@ -137,7 +146,7 @@ def test_a_file_with_hard_links_is_left_and_reported(project: Path) -> None:
     assert (project / "a.py").read_text() == (project / "other_name.txt").read_text() == FIXABLE
 
 
-def test_a_read_only_file_is_left_and_reported(project: Path) -> None:
+def test_a_read_only_file_is_left_and_reported(project: Path, descriptors: bool) -> None:
     (project / "a.py").chmod(0o444)
     rc, stderr = fix()
     assert stderr == ("error: could not fix a.py: is read-only (make it writable to have it fixed); "
@@ -167,7 +176,7 @@ def test_a_link_inside_the_project_is_fixed_through(project: Path) -> None:
     assert (project / "pkg" / "real.py").read_text() == FIXED and (project / "a.py").is_symlink()
 
 
-def test_stale_temporary_files_are_removed(project: Path) -> None:
+def test_stale_temporary_files_are_removed(project: Path, descriptors: bool) -> None:
     """A temporary file of a process that no longer runs goes; one of a live process stays."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = project / f".a.py{files.TEMPORARY_MARK}{int(dead.stdout)}-abcdefgh.tmp"
