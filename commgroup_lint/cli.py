@@ -170,7 +170,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
     linter, result = lint()
     fixed, unwritten = None, False  # unwritten: a fix that could not be written (exit 2)
     if add_noqa:
-        sys.exit(_add_noqa(result, quiet))
+        sys.exit(_add_noqa(result, quiet, settings.root))
     if piped is not None and fix:  # the fixed source on stdout, the report on stderr (as ruff)
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         source = report.files[0].source.encode(report.files[0].text) if report.files else piped.content
@@ -186,7 +186,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         if diff:
             _print_diff(report, quiet)
             sys.exit(EXIT_ERROR if result.internal_errors or report.failures else EXIT_FINDINGS if report.files else EXIT_CLEAN)
-        write(report)
+        write(report, settings.root)
         for path, reason in report.failures:
             click.echo(f"error: could not fix {terminal.printable(path)}: {reason}", err=True)
         fixed, unwritten = report.fixed, bool(report.failures)
@@ -237,10 +237,10 @@ def _discover(settings: Settings, paths: Sequence[str]) -> list[Discovered]:
         raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
 
 
-def _add_noqa(result: LintResult, quiet: bool) -> int:
+def _add_noqa(result: LintResult, quiet: bool, root: Path | None) -> int:
     """Write the suppressions for `result`; exit 0, or 2 when a file could not be written."""
     report, unplaced = suppress(result)
-    write(report)
+    write(report, root)
     for path, reason in report.failures:
         click.echo(f"error: could not add suppressions to {terminal.printable(path)}: {reason}", err=True)
     for f in unplaced:

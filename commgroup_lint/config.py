@@ -20,6 +20,7 @@ from typing import Any
 
 from commgroup_lint import toml
 from commgroup_lint.discovery import DEFAULT_EXCLUDE
+from commgroup_lint.files import read_text
 from commgroup_lint.model import Confidence
 from commgroup_lint.profile import Profile, ProfileError, load_profiles, parse_profile, shipped_profiles
 from commgroup_lint.rule import all_rules
@@ -166,7 +167,7 @@ def _within(path: Path, directory: Path) -> bool:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
     try:
@@ -280,7 +281,7 @@ class _Parser:
         for name in self.strings(data, "profile-files"):
             path = self.root / name
             try:
-                found.append(parse_profile(toml.loads(path.read_text(encoding="utf-8")), origin=str(path)))
+                found.append(parse_profile(toml.loads(read_text(path)), origin=str(path)))
             except OSError as err:
                 raise self.fail("profile-files", f"cannot read '{path}': {err.strerror or err}") from None
             except UnicodeDecodeError:

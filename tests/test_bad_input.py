@@ -22,7 +22,8 @@ from click.testing import CliRunner
 
 from commgroup_lint import settings
 from commgroup_lint.cli import main
-from commgroup_lint.source import SOURCE_LIMIT
+from commgroup_lint.files import SOURCE_LIMIT
+from commgroup_lint.source import too_large
 
 IMPORT = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
 GOOD = IMPORT + "\n\ndef forward():\n    return get_local_dp_buffer()\n"
@@ -172,9 +173,29 @@ def test_a_file_just_under_the_size_limit(tree: Path) -> None:
     assert rc == 1
 
 
-def test_a_file_over_the_size_limit_is_not_parsed(tree: Path) -> None:
-    write(tree, "big.py", GOOD + "x = 1  # padding line\n" * (SOURCE_LIMIT // 22 + 1))
-    only_cgl000(tree, "big.py", "too large to check (over the 4 MiB limit for one file); exclude it or split it")
+def test_a_file_over_the_size_limit_is_reported_not_read(tree: Path) -> None:
+    """Parsing takes about 500 times a file's size in memory: a file over `SOURCE_LIMIT` is
+    one CGL000, and the files beside it are still checked."""
+    padding = "x = 1  # padding line\n" * (SOURCE_LIMIT // 22 + 1)
+    write(tree, "big.py", GOOD + padding)
+    assert (tree / "big.py").stat().st_size > SOURCE_LIMIT
+    only_cgl000(tree, "big.py", too_large(SOURCE_LIMIT))
+    assert too_large(SOURCE_LIMIT) == ("too large to check (over the 4 MiB limit for one file); "
+                                       "exclude it or split it")
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_the_size_limit_is_exact(tmp_path: Path, over: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commgroup_lint import source
+
+    path = tmp_path / "m.py"
+    path.write_text(GOOD)
+    monkeypatch.setattr(source, "SOURCE_LIMIT", len(GOOD) - over)
+    if over:
+        with pytest.raises(source.SourceError, match="too large to check"):
+            source.read_bytes(path)
+    else:
+        assert source.read_bytes(path) == GOOD.encode()
 
 
 # --- nesting: CPython's parser and the lowering both refuse; nothing may crash the process --------
