@@ -18,7 +18,7 @@ import click
 
 from commgroup_lint import __version__, terminal
 from commgroup_lint.config import Config, ConfigError, resolve_config
-from commgroup_lint.discovery import Discovered, PathNotFound
+from commgroup_lint.discovery import Discovered, PathNotFound, PathUnreadable
 from commgroup_lint.docs import fix_safety, render_rule_doc
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
@@ -235,6 +235,9 @@ def _discover(settings: Settings, paths: Sequence[str]) -> list[Discovered]:
         return settings.discover(paths)
     except PathNotFound as err:
         raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
+    except PathUnreadable as err:
+        given, why = err.args
+        raise UserError(f"cannot look at path '{given}': {why}; check the folders' permissions") from None
 
 
 def _add_noqa(result: LintResult, quiet: bool, root: Path | None) -> int:
