@@ -402,3 +402,37 @@ def sites(paths: Sequence[str], output_format: str, config_path: str | None, pro
     if not result.files_using_api:
         click.echo("note: no file uses a known group-bound allocation API; "
                    f"profiles: {', '.join(settings.profile.names)}", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.option("-v", "--verbose", is_flag=True, help="Per file, too.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
+@click.option("--profile", "profile_name", default=None,
+              help="Engine profiles, comma-separated (default: the configured ones, else all).")
+def coverage(paths: Sequence[str], output_format: str, verbose: bool, config_path: str | None,
+             profile_name: str | None) -> None:
+    """Say what the analysis understood of PATHS: binding sites, consumers and groups resolved,
+    and the constructs that left a group unknown.
+
+    \b
+    Exit codes: 0 when the report was made (whatever it holds), 2 on a usage error.
+    """
+    from commgroup_lint import coverage as report
+
+    where = tuple(paths) or (".",)
+    settings = _settings(_load_config(where, config_path), where, profile=profile_name, cache=False)
+    files = _discover(settings, where)
+    collected = report.Coverage()
+    linter = Linter(settings.profile, RuleSelection(("CGL000",)), per_file_ignores=settings.config.per_file_ignores,
+                    observer=collected.observe)
+    result = linter.lint(files, context=settings.context(where))
+    for checked in files:  # a file with nothing to follow is still counted
+        collected.files.setdefault(checked.display, report.FileCoverage())
+    collected.finish()
+    reason = report.understood_nothing(collected.total(), result.files_using_api, settings.profile.names)
+    render = report.render_json if output_format == "json" else report.render_text
+    sys.stdout.write(render(collected, reason, verbose))
