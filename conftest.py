@@ -4,9 +4,9 @@ import pytest
 
 pytest_plugins = ["pytester"]  # the runtime plugin's tests run pytest in-process through pytester
 
-# A test that builds the runtime shim's C++ extension or runs a whole pytest session takes
-# seconds to a minute: it is slow, whoever writes the next one (see the `slow` marker).
-SLOW_FIXTURES = frozenset({"cpu_extension", "pytester"})
+# A test that runs a whole pytest session takes seconds to a minute: it is slow, whoever writes
+# the next one (see the `slow` marker).
+SLOW_FIXTURES = frozenset({"pytester"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
