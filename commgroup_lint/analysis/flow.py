@@ -755,6 +755,13 @@ class FunctionFlow:
             for f in receiver:
                 if isinstance(f, ParamFact) and method in self.api.profile.methods.same_group:
                     result.add(f)  # `group._get_backend(device)` of a group parameter: that group
+                elif isinstance(f, ParamFact) and method in self.api.profile.methods.allocator:
+                    # `tp_group.device_communicator.get_symmetric_memory_buffer(...)` of a group
+                    # parameter: memory bound to whatever group the caller passes
+                    binding = b.Binding(groups=((SYMBOLIC + f.name.lstrip("*"), f.guard),))
+                    allocation = self.allocate("allocator", method, c, _Arguments(c, args, ()), binding, None,
+                                               hidden=False, params=frozenset({f.index}))
+                    result.add(BufferFact(allocation) if allocation is not None else UNKNOWN)
                 elif isinstance(f, ParamFact) and method in self.api.profile.methods.register_pool:
                     result |= self.group_method(GroupFact(SYMBOLIC + f.name.lstrip("*"), f.guard), method, c, args)
                 elif isinstance(f, GroupFact):
@@ -1191,12 +1198,13 @@ class FunctionFlow:
 
     def allocate(self, how: str, name: str, c: ir.Call, arguments: _Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
-                 via: tuple[str | None, bool] = (None, False)) -> Allocation | None:
+                 via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset()) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument); `via`: where the helper took
-        it from a deeper one, and whether that call chose the group."""
+        it from a deeper one, and whether that call chose the group; `params`: the enclosing
+        function's parameters that are the fixed group (a method called on a group parameter)."""
         missing: str | None = None
-        group_params: frozenset[int] = frozenset()
+        group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
         if binding.param is None:
             groups = binding.groups or None
