@@ -55,6 +55,7 @@ from commgroup_lint.analysis.facts import (
     Fact,
     FunctionFacts,
     GroupFact,
+    GroupUse,
     Guarded,
     ObjectFact,
     ParamCall,
@@ -603,6 +604,8 @@ class FunctionFlow:
             for f in receiver:
                 if isinstance(f, ParamFact) and method in self.api.profile.methods.same_group:
                     result.add(f)  # `group._get_backend(device)` of a group parameter: that group
+                elif isinstance(f, ParamFact) and method in self.api.profile.methods.collective:
+                    self.note_group_use(c, method, frozenset({f}), "given", source=receiver_expr)  # `group.all_reduce(t)`
                 elif isinstance(f, ParamFact) and method in self.api.profile.methods.register_pool:
                     result |= self.group_method(GroupFact(SYMBOLIC + f.name.lstrip("*"), f.guard), method, c, args)
                 elif isinstance(f, GroupFact):
@@ -812,12 +815,16 @@ class FunctionFlow:
                 continue
             if consume.group is not None:
                 group_value = arguments.value(consume.group)
+                omitted = group_value is None or group_value == _NONE_VALUE
                 if group_value is None:
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
                     group_value = self.as_group(group_value, arguments.expr(consume.group))
+                self.note_group_use(c, consume.name or display, group_value, "default" if omitted else "given", cond,
+                                    arguments.expr(consume.group), consume.group.param)
             else:
                 group_value = _groups_value(consume.groups)
+                self.note_group_use(c, consume.name or display, group_value, "fixed", cond)
             if consume.buffer is not None:
                 buffer_values = [v for v in [arguments.value(consume.buffer)] if v is not None]
             else:
@@ -1037,6 +1044,8 @@ class FunctionFlow:
         """A method called on a group (or on an object standing for one)."""
         methods = self.api.profile.methods
         if method in methods.collective:
+            self.note_group_use(c, method, frozenset({group}), "given",
+                                source=c.func.value if isinstance(c.func, ir.Attr) else None)
             for value in args:
                 self.consume(c, value, frozenset({group}), method, frozenset(), False)
             return {UNKNOWN}
@@ -1092,6 +1101,12 @@ class FunctionFlow:
                 continue
             self._seen.add(key)
             self.facts.consumptions.append(Consumption(allocation, name, c, groups, path, lost))
+
+    def note_group_use(self, c: ir.Call, name: str, groups: Value, how: str, extra: PathCondition = frozenset(),
+                       source: ir.Expr | None = None, param: str | None = None) -> None:
+        use = GroupUse(c, name, groups, how, self.cond | extra, source, param)
+        if use not in self.facts.group_uses:  # a loop's second pass finds it again
+            self.facts.group_uses.append(use)
 
     def deciding_helpers(self) -> set[str]:
         """The module-level helpers whose result decides the path to an allocation or a

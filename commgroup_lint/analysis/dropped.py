@@ -1,0 +1,145 @@
+"""Collectives that drop the group their function was given (CGL007).
+
+A function is *given* a group when a collective in it runs on one of its parameters (or on
+what was derived from one: `g = group`, `group.device_group`) or, in a method, on an attribute
+of its own object (`self.tp_group`: the group the object was built for). A collective of the
+same function that runs on none of these, but on the default group (its group argument omitted
+or None) or on a fixed one (a getter, a helper that hides its group), drops the group on the
+path that reaches it. When a collective of the same name runs on the given group on a path that
+excludes this one, the two are a fast path and its fallback on different groups.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.conditions import contradicts, render
+from commgroup_lint.analysis.facts import FunctionFacts, GroupFact, GroupUse, ParamFact, display_group, is_symbolic
+from commgroup_lint.model import Confidence
+
+GROUP_PARAMETER = re.compile(r"(?:^|_)(?:group|pg|process_group)$")
+"""Parameter names that say they hold a group (`group`, `tp_group`, `process_group`, `pg`)."""
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A collective that runs on another group than the one its function was given."""
+
+    use: GroupUse
+    held: str  # the given group, as the function spells it (`group`, `self.tp_group`)
+    instead: str  # what the collective runs on instead, in words
+    partner: GroupUse | None  # a collective of the same name on the given group, on an exclusive path
+    held_by: GroupUse | None  # the first collective that does run on the given group (None: it is never used)
+    confidence: Confidence
+
+    @property
+    def advice(self) -> str:
+        if self.use.param is not None and self.use.how != "fixed":
+            return f"pass `{self.use.param}={self.held}`"
+        return f"run it on `{self.held}`"
+
+
+def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
+    """Every collective of `fn` that drops a group `fn` was given, at most one per call."""
+    if fn.node is None:
+        return
+    params = _parameters(fn)
+    self_name = fn.node.params[0].name if fn.class_name is not None and fn.node.params else None
+    held = [(u, name) for u in fn.group_uses if (name := _held_name(u, params, self_name)) is not None]
+    seen: set[int] = set()
+    for use in fn.group_uses:
+        if id(use.call) in seen or any(u is use for u, _ in held):
+            continue
+        instead = _instead(use)
+        if instead is None:
+            continue
+        if held:
+            partner = next(((u, n) for u, n in held if u.collective == use.collective and contradicts(use.cond | u.cond)),
+                           None)
+            first, name = partner or held[0]
+            exclusive = partner is not None
+            base = _confidence(use, exclusive)
+            seen.add(id(use.call))
+            yield Dropped(use, name, instead, first if exclusive else None, first, base)
+        else:
+            unread = _unread_group_parameters(fn, params)
+            if unread and use.how == "default":
+                seen.add(id(use.call))
+                yield Dropped(use, unread[0], instead, None, None, Confidence.MEDIUM)
+
+
+def _confidence(use: GroupUse, exclusive: bool) -> Confidence:
+    """The default group on the other path of the same collective is the surest sign; a fixed
+    group instead of the given one may be deliberate (a world-wide count beside a TP reduction)."""
+    if use.how == "default":
+        return Confidence.HIGH if exclusive else Confidence.MEDIUM
+    return Confidence.MEDIUM if exclusive else Confidence.LOW
+
+
+def _parameters(fn: FunctionFacts) -> dict[int, str]:
+    assert fn.node is not None
+    return {i: p.name.lstrip("*") for i, p in enumerate(fn.node.params)}
+
+
+def _held_name(use: GroupUse, params: dict[int, str], self_name: str | None) -> str | None:
+    """The given group this collective runs on, as the function spells it; None when it runs on
+    no group the function was given."""
+    for f in sorted((f for f in use.groups if isinstance(f, ParamFact)), key=lambda f: f.index):
+        return params.get(f.index, f.name.lstrip("*"))
+    if use.how != "given" or use.source is None:
+        return None
+    root = _root(use.source)
+    if root is not None and (root == self_name or root in params.values()):
+        return render(use.source) or root
+    return None
+
+
+def _root(expr: ir.Expr) -> str | None:
+    while isinstance(expr, (ir.Attr, ir.Subscript)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ir.Name) else None
+
+
+def _instead(use: GroupUse) -> str | None:
+    """What a collective that receives none of the given groups runs on, in words: the default
+    group, or fixed groups; None for a group the analysis knows only by an expression (another
+    object's group, which may be the given one)."""
+    groups = sorted(display_group(f.group) for f in use.groups if isinstance(f, GroupFact) and not is_symbolic(f.group))
+    if use.how == "default":
+        return f"the default group ({' or '.join(groups)})" if groups else "the default group"
+    if groups and all(isinstance(f, GroupFact) and not is_symbolic(f.group) for f in use.groups):
+        return f"the fixed group {' or '.join(groups)}"
+    return None
+
+
+def _unread_group_parameters(fn: FunctionFacts, params: dict[int, str]) -> list[str]:
+    """Parameters named for a group (`group`, `tp_group`) that the body never reads: a wrapper
+    that takes a group and ignores it."""
+    assert fn.node is not None
+    named = [name for name in params.values() if GROUP_PARAMETER.search(name)]
+    if not named:
+        return []
+    read = set(_names(fn.node.body))
+    return [name for name in named if name not in read]
+
+
+def _names(node: object) -> Iterator[str]:
+    """Every name the IR below `node` reads or binds."""
+    if isinstance(node, ir.Name):
+        yield node.id
+        return
+    if isinstance(node, ir.NamedExpr):
+        yield node.target
+    if isinstance(node, (tuple, list)):
+        for item in node:
+            yield from _names(item)
+        return
+    for slot in getattr(type(node), "__slots__", ()):
+        if slot in ("span", "source"):  # positions, and the front end's own node
+            continue
+        value = getattr(node, slot, None)
+        if isinstance(value, (tuple, list)) or hasattr(type(value), "__slots__") and value is not None:
+            yield from _names(value)

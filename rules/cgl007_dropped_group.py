@@ -1,0 +1,123 @@
+"""
+## What it finds
+A function or method that is given a group (a parameter it runs a collective on, or, in a
+method, its object's group such as `self.tp_group`) and, on some path, runs a collective that
+does not receive that group or anything derived from it: the default group instead
+(`dist.all_reduce(t)` with no `group=`, or `group=None`), or a fixed one (a getter such as
+`get_tp_group()`, a helper that hides its group). The collectives of the scanned code's own
+helpers count as well (a helper that reduces over the world without a group). A wrapper that
+takes a parameter named for a group (`group`, `tp_group`, `process_group`, `pg`) and never
+reads it, while its collective runs on the default group, is reported too.
+
+Reported at the collective that drops the group, naming the given group, the path's condition,
+and what to pass.
+
+## Confidence
+- **high**: the default group runs on a path that excludes the one where a collective of the
+  same name runs on the given group (a fast path and its fallback on different groups), and
+  the path needs nothing but sizes or data (`if t.numel() < limit:`).
+- **medium**: the same under a flag or mode the code sets (`if self.use_custom_allreduce:`);
+  or the default group beside other collectives that receive the given group; or a wrapper
+  that never reads its group parameter; or a fixed group on the other path of the same
+  collective.
+- **low**: a fixed group beside collectives on the given group (a world-wide count next to a
+  TP reduction may be deliberate).
+
+`check` reports medium and above by default.
+
+## Why it matters
+A collective on the wrong group is not slow, it is wrong: reducing over the world instead of
+the tensor-parallel group sums the shards of other replicas into the result, and nothing
+fails. On the fast path only, it hides until the input is small enough (or the flag is set)
+to take it; with ranks outside the group not calling the collective at all, it hangs.
+
+## Example
+```python
+import torch.distributed as dist
+
+def all_reduce(tensor, group):
+    if tensor.numel() < 4096:
+        dist.all_reduce(tensor)               # CGL007: the world, not `group`
+    else:
+        dist.all_reduce(tensor, group=group)
+```
+
+## Fix
+Pass the group the function was given: `dist.all_reduce(tensor, group=group)`; for a group's
+method, call it on that group (`group.all_reduce(t)`, not `get_tp_group().all_reduce(t)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.dropped import Dropped, dropped_groups
+from commgroup_lint.model import Confidence, Finding
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, path_configuration
+
+_TORCH = "import torch.distributed as dist\n"
+_SGLANG = "from sglang.srt.distributed import get_tp_group\n"
+_MEGATRON = "from torch import distributed as torch_dist\n"
+
+
+class DroppedGroup(Rule):
+    code = "CGL007"
+    name = "dropped-group"
+    summary = "A collective drops the group its function was given"
+    VALID = [
+        Valid(_TORCH + "def all_reduce(t, group):\n    if t.numel() < 4096:\n        dist.all_reduce(t, group=group)\n"
+              "    else:\n        dist.all_reduce(t, group=group)\n"),
+        Valid(_SGLANG + "def reduce(x, group):\n    if x.is_cpu:\n        return group.all_reduce(x)\n"
+              "    return group.all_reduce(x.cuda())\n"),
+        Valid(_MEGATRON + "class Linear:\n    def __init__(self, tp_group):\n        self.tp_group = tp_group\n"
+              "    def forward(self, x):\n        torch_dist.all_reduce(x, group=self.tp_group)\n        return x\n"),
+        Valid(_TORCH + "def broadcast(t):\n    dist.broadcast(t, 0)\n"),
+    ]
+    INVALID = [
+        Invalid(_TORCH + "def all_reduce(t, group):\n    if t.numel() < 4096:\n        dist.all_reduce(t)\n"
+                "    else:\n        dist.all_reduce(t, group=group)\n", line=4),
+        Invalid(_SGLANG + "class Communicator:\n    def __init__(self, group):\n        self.group = group\n"
+                "    def reduce(self, x):\n        if self.use_fast_path:\n            return get_tp_group().all_reduce(x)\n"
+                "        return self.group.all_reduce(x)\n", line=7, confidence=Confidence.MEDIUM),
+        Invalid(_MEGATRON + "class Linear:\n    def __init__(self, tp_group):\n        self.tp_group = tp_group\n"
+                "    def forward(self, x):\n        torch_dist.all_reduce(x, group=self.tp_group)\n"
+                "        torch_dist.all_gather_into_tensor(x, x, group=None)\n        return x\n",
+                line=7, confidence=Confidence.MEDIUM),
+        Invalid(_TORCH + "def all_reduce(t, process_group=None):\n    dist.all_reduce(t)\n", line=3,
+                confidence=Confidence.MEDIUM),
+        Invalid(_TORCH + "def world_sum(t):\n    dist.all_reduce(t)\n"
+                "def reduce(t, group, use_custom):\n    if use_custom:\n        world_sum(t)\n"
+                "    else:\n        dist.all_reduce(t, group=group)\n", line=6, confidence=Confidence.MEDIUM),
+    ]
+
+    @classmethod
+    def gate_words(cls, api: Api) -> set[str]:
+        profile = api.profile
+        return {name.rpartition(".")[2] for name in profile.collectives} | set(profile.methods.collective)
+
+    def check(self, ctx: FileContext) -> Iterator[Finding]:
+        for fn in ctx.functions:
+            if fn.node is None:
+                continue
+            for dropped in dropped_groups(fn):
+                condition, path_confidence = path_configuration(dropped.use.cond)
+                confidence = min(dropped.confidence, path_confidence, key=lambda c: c.rank)
+                yield ctx.finding(type(self), dropped.use.call.span, _message(fn.node.name, dropped, condition),
+                                  condition=condition, confidence=confidence)
+
+
+def _message(function: str, dropped: Dropped, condition: str | None) -> str:
+    use = dropped.use
+    if dropped.held_by is None:
+        message = f"`{function}` takes `{dropped.held}` but never uses it: `{use.collective}` runs on {dropped.instead}"
+    else:
+        message = f"`{use.collective}` runs on {dropped.instead}, not on `{dropped.held}`, which `{function}` was given"
+        if dropped.partner is not None:
+            message += (f" and passes to `{dropped.partner.collective}` on the other path"
+                        f" (line {dropped.partner.call.span.line})")
+        else:
+            message += f" (`{dropped.held_by.collective}` at line {dropped.held_by.call.span.line} runs on it)"
+    if condition:
+        message += f", when {condition}"
+    return f"{message}; {dropped.advice}"
