@@ -52,7 +52,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.api import Api
-from commgroup_lint.analysis.dropped import Dropped, dropped_groups
+from commgroup_lint.analysis.caches import Cached, callers_groups, group_caches
+from commgroup_lint.analysis.dropped import GROUP_WORDS, Dropped, dropped_groups, given_parameters
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, path_configuration
 
@@ -93,8 +94,10 @@ class DroppedGroup(Rule):
 
     @classmethod
     def gate_words(cls, api: Api) -> set[str]:
+        """The collectives, and the usual names of a group parameter (a cache needs no collective)."""
         profile = api.profile
-        return {name.rpartition(".")[2] for name in profile.collectives} | set(profile.methods.collective)
+        return ({name.rpartition(".")[2] for name in profile.collectives} | set(profile.methods.collective)
+                | GROUP_WORDS)
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
         for fn in ctx.functions:
@@ -105,6 +108,10 @@ class DroppedGroup(Rule):
                 confidence = min(dropped.confidence, path_confidence, key=lambda c: c.rank)
                 yield ctx.finding(type(self), dropped.use.call.span, _message(fn.node.name, dropped, condition),
                                   condition=condition, confidence=confidence)
+            for cached in group_caches(fn.node, ctx.module, fn.class_name, given_parameters(fn)):
+                callers = callers_groups(ctx.module, fn.node, cached.group, method=fn.class_name is not None)
+                message, confidence = _cache_message(fn.node.name, cached, callers)
+                yield ctx.finding(type(self), cached.store.span, message, confidence=confidence)
 
 
 def _message(function: str, dropped: Dropped, condition: str | None) -> str:
@@ -121,3 +128,23 @@ def _message(function: str, dropped: Dropped, condition: str | None) -> str:
     if condition:
         message += f", when {condition}"
     return f"{message}; {dropped.advice}"
+
+
+def _cache_message(function: str, cached: Cached, callers: list[str | None]) -> tuple[str, Confidence]:
+    """Callers asking for different groups make the cache wrong now (high); one caller, or callers
+    that all pass one group, make it a latent hazard (low); callers elsewhere, unknown (medium)."""
+    where = f"the {cached.kind} `{cached.slot}`"
+    if cached.key is not None:
+        where += f", keyed by `{cached.key}`, not by the group,"
+    message = (f"`{function}` keeps what it builds from `{cached.group}` in {where} and hands it to every later"
+               " caller, whatever group it asks for")
+    asked = sorted({c for c in callers if c is not None})
+    if len(asked) > 1:
+        message += f"; its callers here ask for {', '.join(f'`{a}`' for a in asked)}"
+        confidence = Confidence.HIGH
+    elif callers:
+        message += f"; {'its one caller here asks' if len(callers) == 1 else 'its callers here all ask'} for one group"
+        confidence = Confidence.LOW
+    else:
+        confidence = Confidence.MEDIUM
+    return f"{message}; key the cache by the group (or build one object per group)", confidence

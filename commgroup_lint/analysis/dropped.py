@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import contradicts, render
 from commgroup_lint.analysis.facts import FunctionFacts, GroupFact, GroupUse, ParamFact, display_group, is_symbolic
+from commgroup_lint.analysis.walk import names_in
 from commgroup_lint.model import Confidence
 
-GROUP_PARAMETER = re.compile(r"(?:^|_)(?:group|pg|process_group)$")
+GROUP_WORDS = frozenset({"group", "pg", "process_group"})
+GROUP_PARAMETER = re.compile(r"(?:^|_)(?:" + "|".join(sorted(GROUP_WORDS)) + ")$")
 """Parameter names that say they hold a group (`group`, `tp_group`, `process_group`, `pg`)."""
 
 
@@ -49,13 +51,14 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
     params = _parameters(fn)
     self_name = fn.node.params[0].name if fn.class_name is not None and fn.node.params else None
     held = [(u, name) for u in fn.group_uses if (name := _held_name(u, params, self_name)) is not None]
+    held_groups = {f.group for u, _ in held for f in u.groups if isinstance(f, GroupFact)}
     seen: set[int] = set()
     for use in fn.group_uses:
         if id(use.call) in seen or any(u is use for u, _ in held):
             continue
         instead = _instead(use)
-        if instead is None:
-            continue
+        if instead is None or _known(use) <= held_groups and _known(use):
+            continue  # runs on what a given group is known to be (`self.all_reduce(x)` on the object's group)
         if held:
             partner = next(((u, n) for u, n in held if u.collective == use.collective and contradicts(use.cond | u.cond)),
                            None)
@@ -69,6 +72,14 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
             if unread and use.how == "default":
                 seen.add(id(use.call))
                 yield Dropped(use, unread[0], instead, None, None, Confidence.MEDIUM)
+
+
+def given_parameters(fn: FunctionFacts) -> set[str]:
+    """The parameters some collective of `fn` runs on."""
+    if fn.node is None:
+        return set()
+    params = _parameters(fn)
+    return {params[f.index] for u in fn.group_uses for f in u.groups if isinstance(f, ParamFact) and f.index in params}
 
 
 def _confidence(use: GroupUse, exclusive: bool) -> Confidence:
@@ -103,6 +114,10 @@ def _root(expr: ir.Expr) -> str | None:
     return expr.id if isinstance(expr, ir.Name) else None
 
 
+def _known(use: GroupUse) -> set[str]:
+    return {f.group for f in use.groups if isinstance(f, GroupFact)}
+
+
 def _instead(use: GroupUse) -> str | None:
     """What a collective that receives none of the given groups runs on, in words: the default
     group, or fixed groups; None for a group the analysis knows only by an expression (another
@@ -122,24 +137,5 @@ def _unread_group_parameters(fn: FunctionFacts, params: dict[int, str]) -> list[
     named = [name for name in params.values() if GROUP_PARAMETER.search(name)]
     if not named:
         return []
-    read = set(_names(fn.node.body))
+    read = set(names_in(fn.node.body))
     return [name for name in named if name not in read]
-
-
-def _names(node: object) -> Iterator[str]:
-    """Every name the IR below `node` reads or binds."""
-    if isinstance(node, ir.Name):
-        yield node.id
-        return
-    if isinstance(node, ir.NamedExpr):
-        yield node.target
-    if isinstance(node, (tuple, list)):
-        for item in node:
-            yield from _names(item)
-        return
-    for slot in getattr(type(node), "__slots__", ()):
-        if slot in ("span", "source"):  # positions, and the front end's own node
-            continue
-        value = getattr(node, slot, None)
-        if isinstance(value, (tuple, list)) or hasattr(type(value), "__slots__") and value is not None:
-            yield from _names(value)
