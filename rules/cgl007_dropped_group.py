@@ -52,8 +52,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.builders import DroppedBuild, dropped_builds
 from commgroup_lint.analysis.caches import Cached, callers_groups, group_caches
-from commgroup_lint.analysis.dropped import GROUP_WORDS, Dropped, dropped_groups, given_parameters
+from commgroup_lint.analysis.conditions import display_condition
+from commgroup_lint.analysis.dropped import GROUP_WORDS, Dropped, dropped_groups, group_parameters
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, path_configuration
 
@@ -106,9 +108,14 @@ class DroppedGroup(Rule):
             for dropped in dropped_groups(fn):
                 condition, path_confidence = path_configuration(dropped.use.cond)
                 confidence = min(dropped.confidence, path_confidence, key=lambda c: c.rank)
-                yield ctx.finding(type(self), dropped.use.call.span, _message(fn.node.name, dropped, condition),
+                path = display_condition(dropped.use.cond) or None  # the data the path tests too
+                yield ctx.finding(type(self), dropped.use.call.span, _message(fn.node.name, dropped, path),
                                   condition=condition, confidence=confidence)
-            for cached in group_caches(fn.node, ctx.module, fn.class_name, given_parameters(fn)):
+            groups = group_parameters(fn)
+            for build in dropped_builds(fn.node, groups):
+                yield ctx.finding(type(self), build.call.span, _build_message(fn.node.name, build),
+                                  condition=build.condition, confidence=Confidence.MEDIUM)
+            for cached in group_caches(fn.node, ctx.module, fn.class_name, groups):
                 callers = callers_groups(ctx.module, fn.node, cached.group, method=fn.class_name is not None)
                 message, confidence = _cache_message(fn.node.name, cached, callers)
                 yield ctx.finding(type(self), cached.store.span, message, confidence=confidence)
@@ -132,7 +139,9 @@ def _message(function: str, dropped: Dropped, condition: str | None) -> str:
 
 def _cache_message(function: str, cached: Cached, callers: list[str | None]) -> tuple[str, Confidence]:
     """Callers asking for different groups make the cache wrong now (high); one caller, or callers
-    that all pass one group, make it a latent hazard (low); callers elsewhere, unknown (medium)."""
+    that all pass one group, make it a latent hazard (low), and so does a set-up that keeps the
+    object without returning it (run once per process); a getter whose callers are elsewhere,
+    medium."""
     where = f"the {cached.kind} `{cached.slot}`"
     if cached.key is not None:
         where += f", keyed by `{cached.key}`, not by the group,"
@@ -145,6 +154,18 @@ def _cache_message(function: str, cached: Cached, callers: list[str | None]) -> 
     elif callers:
         message += f"; {'its one caller here asks' if len(callers) == 1 else 'its callers here all ask'} for one group"
         confidence = Confidence.LOW
+    elif not cached.returned:
+        message += "; it is a set-up that returns nothing (a latent hazard if it is only ever run for one group)"
+        confidence = Confidence.LOW
     else:
         confidence = Confidence.MEDIUM
     return f"{message}; key the cache by the group (or build one object per group)", confidence
+
+
+def _build_message(function: str, build: DroppedBuild) -> str:
+    kept = ", ".join(sorted({f"line {c.span.line}" for c in build.kept}))
+    message = (f"`{function}` returns this without `{build.group}`, which the other branches hand to what they"
+               f" return ({kept}): it is built without the group the caller asked for")
+    if build.condition:
+        message += f", when {build.condition}"
+    return f"{message}; pass `{build.group}` here too"

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import render
-from commgroup_lint.analysis.dropped import GROUP_PARAMETER
-from commgroup_lint.analysis.walk import calls_in, names_in, walk
+from commgroup_lint.analysis.walk import blocks, calls_in, leaves, names_in, walk
 
 
 @dataclass(frozen=True)
@@ -31,19 +30,21 @@ class Cached:
     kind: str  # "module global", "class attribute" or "dict"
     group: str  # the group parameter it was built from
     key: str | None  # the dict's key as written, when a dict
+    returned: bool  # the function returns what the slot holds (a getter, not a set-up run once)
 
 
 def group_caches(fn: ir.FunctionDef, module: ir.Module, class_name: str | None,
-                 group_params: set[str]) -> Iterator[Cached]:
-    """The stores of `fn` that cache an object built from one of its group parameters (those
-    it runs collectives on, and those named for a group) in a slot shared by all callers."""
+                 groups: set[str]) -> Iterator[Cached]:
+    """The stores of `fn` that cache an object built from one of `groups` (its group
+    parameters) in a slot shared by all callers."""
     params = {p.name.lstrip("*") for p in fn.params}
-    groups = (group_params | {p for p in params if GROUP_PARAMETER.search(p)}) & params
     if not groups:
         return
-    derived = _derived(fn.body, groups)
+    derived = derived_names(fn.body, groups)
     globals_ = _top_level_names(module.body)
     cls_names = {"cls", *([class_name] if class_name else [])}
+    returns = [s.value for s in _statements(fn.body) if isinstance(s, ir.Return) and s.value is not None]
+    reported: set[str] = set()  # one finding per slot: the first store (a branch per backend stores again)
     for store, tests in _guarded_stores(fn.body, ()):
         value_names = set(names_in(store.value))
         group = next((g for g in sorted(groups) if derived.get(g, set()) & value_names), None)
@@ -59,10 +60,14 @@ def group_caches(fn: ir.FunctionDef, module: ir.Module, class_name: str | None,
             base = target.value if isinstance(target, ir.Subscript) else target
             if not any(_same(base, e) for e in walk(tests) if isinstance(e, (ir.Name, ir.Attr))):
                 continue  # built on every call, not only while the slot is empty
-            yield Cached(store, slot, kind, group, render(key) if key is not None else None)
+            if slot in reported:
+                continue
+            reported.add(slot)
+            returned = any(_same(base, e) for r in returns for e in walk(r) if isinstance(e, (ir.Name, ir.Attr)))
+            yield Cached(store, slot, kind, group, render(key) if key is not None else None, returned)
 
 
-def _derived(body: tuple[ir.Stmt, ...], groups: set[str]) -> dict[str, set[str]]:
+def derived_names(body: tuple[ir.Stmt, ...], groups: set[str]) -> dict[str, set[str]]:
     """For each group parameter, the names holding it or something made from it (assignments
     in order, one pass: `comm = Comm(group)`, `key = comm.name`)."""
     out = {g: {g} for g in groups}
@@ -78,18 +83,8 @@ def _derived(body: tuple[ir.Stmt, ...], groups: set[str]) -> dict[str, set[str]]
 def _statements(body: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
     for stmt in body:
         yield stmt
-        for inner in _blocks(stmt):
+        for inner in blocks(stmt):
             yield from _statements(inner)
-
-
-def _blocks(stmt: ir.Stmt) -> tuple[tuple[ir.Stmt, ...], ...]:
-    if isinstance(stmt, (ir.If, ir.Loop)):
-        return stmt.body, stmt.orelse
-    if isinstance(stmt, ir.With):
-        return (stmt.body,)
-    if isinstance(stmt, ir.Try):
-        return stmt.body, *stmt.handlers, stmt.orelse, stmt.finalbody
-    return ()
 
 
 def _guarded_stores(body: tuple[ir.Stmt, ...], tests: tuple[ir.Expr, ...]) -> Iterator[tuple[ir.Assign, tuple[ir.Expr, ...]]]:
@@ -101,15 +96,11 @@ def _guarded_stores(body: tuple[ir.Stmt, ...], tests: tuple[ir.Expr, ...]) -> It
         elif isinstance(stmt, ir.If):
             yield from _guarded_stores(stmt.body, (*tests, stmt.test))
             yield from _guarded_stores(stmt.orelse, (*tests, stmt.test))
-            if _leaves(stmt.body) or _leaves(stmt.orelse):
+            if leaves(stmt.body) or leaves(stmt.orelse):
                 tests = (*tests, stmt.test)
         elif not isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
-            for inner in _blocks(stmt):
+            for inner in blocks(stmt):
                 yield from _guarded_stores(inner, tests)
-
-
-def _leaves(body: tuple[ir.Stmt, ...]) -> bool:
-    return bool(body) and isinstance(body[-1], (ir.Return, ir.Jump))
 
 
 def _top_level_names(body: tuple[ir.Stmt, ...]) -> set[str]:

@@ -74,12 +74,14 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
                 yield Dropped(use, unread[0], instead, None, None, Confidence.MEDIUM)
 
 
-def given_parameters(fn: FunctionFacts) -> set[str]:
-    """The parameters some collective of `fn` runs on."""
+def group_parameters(fn: FunctionFacts) -> set[str]:
+    """The parameters of `fn` that hold a group: those some collective of it runs on, and those
+    named for a group (a builder hands its group on without running a collective itself)."""
     if fn.node is None:
         return set()
     params = _parameters(fn)
-    return {params[f.index] for u in fn.group_uses for f in u.groups if isinstance(f, ParamFact) and f.index in params}
+    given = {params[f.index] for u in fn.group_uses for f in u.groups if isinstance(f, ParamFact) and f.index in params}
+    return given | {name for name in params.values() if GROUP_PARAMETER.search(name)}
 
 
 def _confidence(use: GroupUse, exclusive: bool) -> Confidence:

@@ -1,5 +1,6 @@
-"""Every IR node below a node, for the rules that read a function's shape rather than its
-dataflow (CGL007: which names a body reads, which calls a module makes)."""
+"""Every IR node below a node, and the blocks of a statement, for the rules that read a
+function's shape rather than its dataflow (CGL007: which names a body reads, which calls a
+module makes, which branches lead to a statement)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,19 @@ def names_in(node: object) -> Iterator[str]:
 
 def calls_in(node: object) -> Iterator[ir.Call]:
     return (found for found in walk(node) if isinstance(found, ir.Call))
+
+
+def blocks(stmt: ir.Stmt) -> tuple[tuple[ir.Stmt, ...], ...]:
+    """The blocks of statements a compound statement holds (none for a simple one)."""
+    if isinstance(stmt, (ir.If, ir.Loop)):
+        return stmt.body, stmt.orelse
+    if isinstance(stmt, ir.With):
+        return (stmt.body,)
+    if isinstance(stmt, ir.Try):
+        return stmt.body, *stmt.handlers, stmt.orelse, stmt.finalbody
+    return ()
+
+
+def leaves(body: tuple[ir.Stmt, ...]) -> bool:
+    """Whether the block ends by leaving (`return`, `raise`, `break`, `continue`)."""
+    return bool(body) and isinstance(body[-1], (ir.Return, ir.Jump))

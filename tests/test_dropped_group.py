@@ -1,0 +1,189 @@
+"""CGL007 on generated variants: the same dropped group spelled through an alias, a helper, a
+method and a kept attribute, and the same code with the group passed on every path (or a cache
+keyed by the group), which must stay clean."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from commgroup_lint.model import Confidence
+from lintkit import lint_text
+
+# How a function reaches the group it was given; `{g}` is the expression a collective receives.
+GIVEN = {
+    "parameter": ("def reduce(t, group, {extra}):\n", "group", ""),
+    "alias": ("def reduce(t, group, {extra}):\n", "g", "    g = group\n"),
+    "kept attribute": ("class Reducer:\n    def __init__(self, group):\n        self.pg = group\n"
+                       "    def reduce(self, t, {extra}):\n", "self.pg", ""),
+}
+# How a collective runs on the default group instead (the `{t}` tensor), with its imports.
+DEFAULT = {
+    "omitted": ("import torch.distributed as dist\n", "dist.all_reduce({t})"),
+    "none": ("import torch.distributed as dist\n", "dist.all_reduce({t}, group=None)"),
+    "full name": ("import torch\nimport torch.distributed as dist\n", "torch.distributed.all_reduce({t})"),
+    "imported alias": ("import torch.distributed as dist\nfrom torch.distributed import all_reduce as reduce_all\n",
+                       "reduce_all({t})"),
+}
+
+
+def _program(given: str, default: str, drop: bool) -> tuple[str, int, int]:
+    """A fast path for small tensors and its fallback; the fast path drops the group when `drop`.
+    Returns the program, and the line and column of the fast path's collective."""
+    head, group, prelude = GIVEN[given]
+    imports, call = DEFAULT[default]
+    indent = "        " if given == "kept attribute" else "    "
+    body = prelude.replace("    ", indent, 1) if prelude else ""
+    fast = call.format(t="t") if drop else f"dist.all_reduce(t, group={group})"
+    lines = [imports.rstrip("\n"), head.format(extra="limit").rstrip("\n")]
+    lines += [line for line in body.split("\n") if line]
+    lines += [f"{indent}if t.numel() < limit:", f"{indent}    {fast}", f"{indent}else:",
+              f"{indent}    dist.all_reduce(t, group={group})"]
+    program = "\n".join(lines) + "\n"
+    fast_line = next(i for i, line in enumerate(program.splitlines(), 1) if line.strip() == fast)
+    return program, fast_line, len(indent) + 5
+
+
+CASES = list(itertools.product(GIVEN, DEFAULT))
+
+
+@pytest.mark.parametrize(("given", "default"), CASES, ids=[f"{g}-{d}" for g, d in CASES])
+def test_fast_path_on_the_default_group_is_reported_at_its_collective(tmp_path, given, default):
+    program, line, column = _program(given, default, drop=True)
+    findings = lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW)
+    assert [(f.code, f.start.line, f.start.column, f.confidence) for f in findings] == [
+        ("CGL007", line, column, Confidence.HIGH)], program
+    assert "when t.numel() < limit;" in findings[0].message
+    assert findings[0].condition is None  # a test of data: no configuration
+
+
+@pytest.mark.parametrize(("given", "default"), CASES, ids=[f"{g}-{d}" for g, d in CASES])
+def test_group_passed_on_every_path_is_clean(tmp_path, given, default):
+    program, _, _ = _program(given, default, drop=False)
+    assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+def test_message_names_the_parameter_the_other_path_and_what_to_pass(tmp_path):
+    program, line, _ = _program("parameter", "omitted", drop=True)
+    [finding] = lint_text(tmp_path, program, select=("CGL007",))
+    assert finding.message == (
+        "`all_reduce` runs on the default group (world), not on `group`, which `reduce` was given and passes"
+        f" to `all_reduce` on the other path (line {line + 2}), when t.numel() < limit; pass `group=group`"
+    )
+
+
+def test_a_flag_makes_the_fast_path_medium_and_says_the_condition(tmp_path):
+    program = ("import torch.distributed as dist\nclass Reducer:\n    def __init__(self, group):\n"
+               "        self.group = group\n    def reduce(self, t):\n        if self.use_custom:\n"
+               "            dist.all_reduce(t)\n        else:\n            dist.all_reduce(t, group=self.group)\n")
+    [finding] = lint_text(tmp_path, program, select=("CGL007",))
+    assert (finding.start.line, finding.confidence, finding.condition) == (7, Confidence.MEDIUM, "self.use_custom")
+    assert finding.message.endswith("when self.use_custom; pass `group=self.group`")
+
+
+def test_a_helper_that_hides_the_world_is_a_fixed_group(tmp_path):
+    program = ("import torch.distributed as dist\ndef world_sum(t):\n    dist.all_reduce(t)\n"
+               "def reduce(t, group, limit):\n    if t.numel() < limit:\n        world_sum(t)\n"
+               "    else:\n        dist.all_reduce(t, group=group)\n")
+    [finding] = lint_text(tmp_path, program, select=("CGL007",))
+    assert (finding.start.line, finding.start.column, finding.confidence) == (6, 9, Confidence.MEDIUM)
+    assert finding.message.startswith("`all_reduce` runs on the fixed group world, not on `group`")
+
+
+def test_the_objects_own_method_runs_on_its_group(tmp_path):
+    program = ("import torch.distributed as dist\nclass Coordinator:\n    def __init__(self, ranks):\n"
+               "        self.device_group = dist.new_group(ranks)\n"
+               "    def all_reduce(self, t):\n        dist.all_reduce(t, group=self.device_group)\n"
+               "    def reduce_twice(self, t, limit):\n        if t.numel() < limit:\n            self.all_reduce(t)\n"
+               "        else:\n            dist.all_reduce(t, group=self.device_group)\n")
+    assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+# Caches: `{key}` is the dict's key, `{prelude}` what the getter computes first.
+KEYED_BY_GROUP = {
+    "the group": ("", "group"),
+    "a tuple with the group": ("", "(group, size)"),
+    "the group's name": ("    key = group.group_name\n", "key"),
+    "its id": ("    key = (id(group), size)\n", "key"),
+}
+
+
+def _cache(prelude: str, key: str) -> str:
+    return ("_CACHE = {}\n" f"def get_workspace(group, size):\n{prelude}"
+            f"    if {key} not in _CACHE:\n        _CACHE[{key}] = Workspace(group, size)\n    return _CACHE[{key}]\n")
+
+
+@pytest.mark.parametrize("how", list(KEYED_BY_GROUP))
+def test_a_cache_keyed_by_the_group_is_clean(tmp_path, how):
+    assert lint_text(tmp_path, _cache(*KEYED_BY_GROUP[how]), select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+def test_a_cache_keyed_by_something_else_is_reported_at_the_store(tmp_path):
+    [finding] = lint_text(tmp_path, _cache("", "size"), select=("CGL007",), min_confidence=Confidence.LOW)
+    assert (finding.start.line, finding.start.column, finding.confidence) == (4, 9, Confidence.MEDIUM)
+    assert finding.message == (
+        "`get_workspace` keeps what it builds from `group` in the dict `_CACHE[size]`, keyed by `size`, not by the"
+        " group, and hands it to every later caller, whatever group it asks for; key the cache by the group"
+        " (or build one object per group)"
+    )
+
+
+SLOTS = {
+    "module global": ("_WS = None\ndef get(group):\n    global _WS\n    if _WS is None:\n        _WS = Workspace(group)\n"
+                      "    return _WS\n", 5, "get"),
+    "class attribute": ("class Manager:\n    _comm = None\n    @classmethod\n    def get(cls, group):\n"
+                        "        if cls._comm is not None:\n            return cls._comm\n"
+                        "        cls._comm = Communicator(group)\n        return cls._comm\n", 7, "Manager.get"),
+}
+
+
+@pytest.mark.parametrize("slot", list(SLOTS))
+def test_callers_asking_for_two_groups_make_a_cache_high(tmp_path, slot):
+    program, line, callee = SLOTS[slot]
+    program += f"def build(tp_group, dp_group):\n    {callee}(tp_group)\n    {callee}(dp_group)\n"
+    [finding] = lint_text(tmp_path, program, select=("CGL007",))
+    assert (finding.start.line, finding.confidence) == (line, Confidence.HIGH)
+    assert "its callers here ask for `dp_group`, `tp_group`" in finding.message
+
+
+@pytest.mark.parametrize("slot", list(SLOTS))
+def test_callers_asking_for_one_group_make_a_cache_low(tmp_path, slot):
+    program, line, callee = SLOTS[slot]
+    program += f"def build(tp_group):\n    {callee}(tp_group)\n    {callee}(tp_group)\n"
+    [finding] = lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW)
+    assert (finding.start.line, finding.confidence) == (line, Confidence.LOW)
+
+
+def test_a_cache_rebuilt_on_every_call_is_clean(tmp_path):
+    program = "_WS = None\ndef get(group):\n    global _WS\n    _WS = Workspace(group)\n    return _WS\n"
+    assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+def _builder(mnnvl: str) -> str:
+    return ("def create_workspace(backend, size, group=None):\n"
+            "    if backend == 'trtllm':\n        return TrtllmWorkspace(size, group=group)\n"
+            "    elif backend == 'mnnvl':\n        if not supported():\n            raise ValueError(backend)\n"
+            f"        return MnnvlWorkspace({mnnvl})\n"
+            "    return LamportWorkspace(size, process_group=group)\n")
+
+
+def test_a_builder_that_drops_its_group_on_one_backend(tmp_path):
+    [finding] = lint_text(tmp_path, _builder("size"), select=("CGL007",))
+    assert (finding.start.line, finding.start.column, finding.confidence) == (7, 16, Confidence.MEDIUM)
+    assert finding.message == (
+        "`create_workspace` returns this without `group`, which the other branches hand to what they return"
+        " (line 3, line 8): it is built without the group the caller asked for, when backend == 'mnnvl';"
+        " pass `group` here too"
+    )
+
+
+@pytest.mark.parametrize("passed", ["size, group", "size, comm=Backend(group)", "size, group=group.device_group"])
+def test_a_builder_passing_its_group_on_every_branch_is_clean(tmp_path, passed):
+    assert lint_text(tmp_path, _builder(passed), select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+def test_a_builder_branch_chosen_by_the_group_itself_is_clean(tmp_path):
+    program = ("def create(size, group=None):\n    if group is None:\n        return LocalWorkspace(size)\n"
+               "    return Workspace(size, group=group)\n")
+    assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []
