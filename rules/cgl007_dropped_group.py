@@ -9,8 +9,20 @@ helpers count as well (a helper that reduces over the world without a group). A 
 takes a parameter named for a group (`group`, `tp_group`, `process_group`, `pg`) and never
 reads it, while its collective runs on the default group, is reported too.
 
-Reported at the collective that drops the group, naming the given group, the path's condition,
-and what to pass.
+It finds two more ways to lose the group:
+- **a builder that drops it on one branch**: a function given a group returns what a call
+  builds, and hands the group to the builder on some branches but not on another (a workspace
+  factory whose third backend is built without `group`). A branch chosen by a test of the
+  group itself (`if group is None:`) is left alone.
+- **a cache that ignores it**: the function keeps what it builds from the group in a slot all
+  callers share (a module global, a class attribute, a dict keyed by something else) and builds
+  it only while the slot is empty, so every later caller gets the first caller's object,
+  whatever group it asks for. A dict keyed by the group, or by anything derived from it
+  (`group.group_name`, `(id(group), size)`), is a cache per group and is fine.
+
+Reported where the group is dropped: the collective run without it, the builder call made
+without it, the store into the shared slot; the message names the given group, the path's
+condition, and what to pass.
 
 ## Confidence
 - **high**: the default group runs on a path that excludes the one where a collective of the
@@ -22,6 +34,11 @@ and what to pass.
   collective.
 - **low**: a fixed group beside collectives on the given group (a world-wide count next to a
   TP reduction may be deliberate).
+
+A builder that drops its group on one branch is medium. A cache is high when callers in the
+same file ask it for different groups, medium for a getter whose callers are elsewhere, and
+low when its callers here all ask for one group, or when it is a set-up that returns nothing
+(run once per process for one group, it is a latent hazard, not a wrong result).
 
 `check` reports medium and above by default.
 
@@ -76,6 +93,11 @@ class DroppedGroup(Rule):
         Valid(_MEGATRON + "class Linear:\n    def __init__(self, tp_group):\n        self.tp_group = tp_group\n"
               "    def forward(self, x):\n        torch_dist.all_reduce(x, group=self.tp_group)\n        return x\n"),
         Valid(_TORCH + "def broadcast(t):\n    dist.broadcast(t, 0)\n"),
+        Valid("def create_workspace(backend, size, group=None):\n    if backend == 'trtllm':\n"
+              "        return TrtllmWorkspace(size, group=group)\n    return MnnvlWorkspace(size, comm=Backend(group))\n"),
+        Valid("_WORKSPACES = {}\ndef get_workspace(group, size):\n    key = (group.group_name, size)\n"
+              "    if key not in _WORKSPACES:\n        _WORKSPACES[key] = Workspace(group, size)\n"
+              "    return _WORKSPACES[key]\n"),
     ]
     INVALID = [
         Invalid(_TORCH + "def all_reduce(t, group):\n    if t.numel() < 4096:\n        dist.all_reduce(t)\n"
@@ -92,6 +114,14 @@ class DroppedGroup(Rule):
         Invalid(_TORCH + "def world_sum(t):\n    dist.all_reduce(t)\n"
                 "def reduce(t, group, use_custom):\n    if use_custom:\n        world_sum(t)\n"
                 "    else:\n        dist.all_reduce(t, group=group)\n", line=6, confidence=Confidence.MEDIUM),
+        Invalid("def create_workspace(backend, size, group=None):\n    if backend == 'trtllm':\n"
+                "        return TrtllmWorkspace(size, group=group)\n    if backend == 'mnnvl':\n"
+                "        return MnnvlWorkspace(size)\n    return OneShotWorkspace(size, group=group)\n",
+                line=5, confidence=Confidence.MEDIUM),
+        Invalid("class Comm:\n    _shared = None\n    @classmethod\n    def get(cls, group):\n"
+                "        if cls._shared is None:\n            cls._shared = Communicator(group)\n"
+                "        return cls._shared\ndef build(tp_group, dp_group):\n"
+                "    return Comm.get(tp_group), Comm.get(dp_group)\n", line=6),
     ]
 
     @classmethod
