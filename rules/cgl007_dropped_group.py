@@ -20,6 +20,11 @@ It finds two more ways to lose the group:
   whatever group it asks for. A dict keyed by the group, or by anything derived from it
   (`group.group_name`, `(id(group), size)`), is a cache per group and is fine.
 
+And one way to hand a call two groups: **two keywords for parts of one group** (`cpu_group=`
+and `device_group=`, `group_name=` and `communicator=`: keywords that differ only by the part
+they take) given different groups. Keywords that name different roles (`tp_group=`,
+`ep_group=`) are left alone.
+
 Reported where the group is dropped: the collective run without it, the builder call made
 without it, the store into the shared slot; the message names the given group, the path's
 condition, and what to pass.
@@ -35,7 +40,8 @@ condition, and what to pass.
 - **low**: a fixed group beside collectives on the given group (a world-wide count next to a
   TP reduction may be deliberate).
 
-A builder that drops its group on one branch is medium. A cache is high when callers in the
+Two keywords given two known groups are high (low when a group is known only by the expression
+holding it). A builder that drops its group on one branch is medium. A cache is high when callers in the
 same file ask it for different groups, medium for a getter whose callers are elsewhere, and
 low when its callers here all ask for one group, or when it is a set-up that returns nothing
 (run once per process for one group, it is a latent hazard, not a wrong result).
@@ -72,9 +78,16 @@ from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.builders import DroppedBuild, dropped_builds
 from commgroup_lint.analysis.caches import Cached, callers_groups, group_caches
 from commgroup_lint.analysis.conditions import display_condition
-from commgroup_lint.analysis.dropped import GROUP_WORDS, Dropped, dropped_groups, group_parameters
+from commgroup_lint.analysis.dropped import (
+    GROUP_WORDS,
+    Disagreement,
+    Dropped,
+    disagreeing_arguments,
+    dropped_groups,
+    group_parameters,
+)
 from commgroup_lint.model import Confidence, Finding
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, path_configuration
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, path_configuration
 
 _TORCH = "import torch.distributed as dist\n"
 _SGLANG = "from sglang.srt.distributed import get_tp_group\n"
@@ -93,6 +106,8 @@ class DroppedGroup(Rule):
         Valid(_MEGATRON + "class Linear:\n    def __init__(self, tp_group):\n        self.tp_group = tp_group\n"
               "    def forward(self, x):\n        torch_dist.all_reduce(x, group=self.tp_group)\n        return x\n"),
         Valid(_TORCH + "def broadcast(t):\n    dist.broadcast(t, 0)\n"),
+        Valid(_SGLANG + "from sglang.srt.distributed import get_moe_ep_group\n"
+              "def make_layer():\n    return Layer(tp_group=get_tp_group(), ep_group=get_moe_ep_group())\n"),
         Valid("def create_workspace(backend, size, group=None):\n    if backend == 'trtllm':\n"
               "        return TrtllmWorkspace(size, group=group)\n    return MnnvlWorkspace(size, comm=Backend(group))\n"),
         Valid("_WORKSPACES = {}\ndef get_workspace(group, size):\n    key = (group.group_name, size)\n"
@@ -122,14 +137,18 @@ class DroppedGroup(Rule):
                 "        if cls._shared is None:\n            cls._shared = Communicator(group)\n"
                 "        return cls._shared\ndef build(tp_group, dp_group):\n"
                 "    return Comm.get(tp_group), Comm.get(dp_group)\n", line=6),
+        Invalid(_SGLANG + "from sglang.srt.distributed import get_moe_ep_group\n"
+                "def make_communicator():\n    return PyNcclCommunicator(cpu_group=get_tp_group().cpu_group,\n"
+                "                              device_group=get_moe_ep_group().device_group)\n", line=4),
     ]
 
     @classmethod
     def gate_words(cls, api: Api) -> set[str]:
-        """The collectives, and the usual names of a group parameter (a cache needs no collective)."""
+        """The collectives, the getters (a call given two groups needs no collective), and the
+        usual names of a group parameter (nor does a cache)."""
         profile = api.profile
-        return ({name.rpartition(".")[2] for name in profile.collectives} | set(profile.methods.collective)
-                | GROUP_WORDS)
+        return ({name.rpartition(".")[2].partition("(")[0] for name in [*profile.collectives, *profile.getters]}
+                | set(profile.methods.collective) | GROUP_WORDS)
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
         for fn in ctx.functions:
@@ -140,6 +159,11 @@ class DroppedGroup(Rule):
                 confidence = min(dropped.confidence, path_confidence, key=lambda c: c.rank)
                 path = display_condition(dropped.use.cond) or None  # the data the path tests too
                 yield ctx.finding(type(self), dropped.use.call.span, _message(fn.node.name, dropped, path),
+                                  condition=condition, confidence=confidence)
+            for mixed in disagreeing_arguments(fn, ctx.api):
+                condition, path_confidence = path_configuration(mixed.arguments.cond)
+                confidence = min(mixed.confidence, path_confidence, key=lambda c: c.rank)
+                yield ctx.finding(type(self), mixed.arguments.call.span, _mixed_message(mixed, condition),
                                   condition=condition, confidence=confidence)
             groups = group_parameters(fn)
             for build in dropped_builds(fn.node, groups):
@@ -199,3 +223,12 @@ def _build_message(function: str, build: DroppedBuild) -> str:
     if build.condition:
         message += f", when {build.condition}"
     return f"{message}; pass `{build.group}` here too"
+
+
+def _mixed_message(mixed: Disagreement, condition: str | None) -> str:
+    (first, first_groups), (second, second_groups) = mixed.first, mixed.second
+    message = (f"`{first}=` and `{second}=` take parts of one group, but this call gives them group"
+               f" {format_groups(first_groups)} and group {format_groups(second_groups)}")
+    if condition:
+        message += f", when {condition}"
+    return f"{message}; give both the same group"

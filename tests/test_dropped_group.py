@@ -187,3 +187,33 @@ def test_a_builder_branch_chosen_by_the_group_itself_is_clean(tmp_path):
     program = ("def create(size, group=None):\n    if group is None:\n        return LocalWorkspace(size)\n"
                "    return Workspace(size, group=group)\n")
     assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+# Two keywords for parts of one group: `{a}`/`{b}` spell the groups, `{prelude}` binds names first.
+PARTS = {
+    "getters": ("", "get_tp_group().cpu_group", "get_moe_ep_group().device_group"),
+    "variables": ("    cpu = get_tp_group().cpu_group\n    dev = get_moe_ep_group()\n", "cpu", "dev.device_group"),
+    "name and communicator": ("", "get_tp_group().unique_name", "get_moe_ep_group().device_communicator"),
+}
+_GETTERS = "from sglang.srt.distributed import get_moe_ep_group, get_tp_group\n"
+
+
+@pytest.mark.parametrize("spelling", list(PARTS))
+def test_two_keywords_for_one_group_given_two_groups(tmp_path, spelling):
+    prelude, a, b = PARTS[spelling]
+    keywords = ("group_name", "communicator") if spelling == "name and communicator" else ("cpu_group", "device_group")
+    program = _GETTERS + f"def build():\n{prelude}    return Comm({keywords[0]}={a}, {keywords[1]}={b})\n"
+    [finding] = lint_text(tmp_path, program, select=("CGL007",))
+    line = program.count("\n")
+    assert (finding.start.line, finding.start.column, finding.confidence) == (line, 12, Confidence.HIGH)
+    assert finding.message == (f"`{keywords[0]}=` and `{keywords[1]}=` take parts of one group, but this call gives"
+                               " them group tp and group moe_ep; give both the same group")
+
+
+@pytest.mark.parametrize("spelling", list(PARTS))
+def test_two_keywords_given_one_group_or_two_roles_are_clean(tmp_path, spelling):
+    prelude, a, b = PARTS[spelling]
+    same = _GETTERS + f"def build():\n{prelude}    return Comm(cpu_group={a}, device_group={a})\n"
+    roles = _GETTERS + f"def build():\n{prelude}    return Layer(tp_group={a}, ep_group={b})\n"
+    for program in (same, roles):
+        assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == [], program

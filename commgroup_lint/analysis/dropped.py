@@ -17,7 +17,16 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import contradicts, render
-from commgroup_lint.analysis.facts import FunctionFacts, GroupFact, GroupUse, ParamFact, display_group, is_symbolic
+from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.facts import (
+    FunctionFacts,
+    GroupArguments,
+    GroupFact,
+    GroupUse,
+    ParamFact,
+    display_group,
+    is_symbolic,
+)
 from commgroup_lint.analysis.walk import names_in
 from commgroup_lint.model import Confidence
 
@@ -141,3 +150,39 @@ def _unread_group_parameters(fn: FunctionFacts, params: dict[int, str]) -> list[
         return []
     read = set(names_in(fn.node.body))
     return [name for name in named if name not in read]
+
+
+_PART_WORDS = frozenset({"group", "pg", "process", "comm", "communicator", "cpu", "device", "name", "handle",
+                         "backend", "pynccl", "nccl", "gloo"})
+"""Words of a keyword that say which part of a group it takes (`cpu_group`, `device_group`,
+`group_name`), not which group: keywords left with the same role must get one group."""
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two keywords of one call that take parts of one group, given different groups."""
+
+    arguments: GroupArguments
+    first: tuple[str, frozenset[str]]  # (keyword, the groups it is given)
+    second: tuple[str, frozenset[str]]
+    confidence: Confidence
+
+
+def disagreeing_arguments(fn: FunctionFacts, api: Api) -> Iterator[Disagreement]:
+    """The calls of `fn` whose keywords for one role (`cpu_group=`, `device_group=`) are given
+    different groups; at most one per call."""
+    for found in fn.group_arguments:
+        by_role: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for keyword, value in found.arguments:
+            groups = frozenset(f.group for f in value if isinstance(f, GroupFact))
+            if groups and len(groups) == len(value):
+                by_role.setdefault(_role(keyword), []).append((keyword, groups))
+        pair = next(((a, b) for given in by_role.values() for i, a in enumerate(given) for b in given[i + 1:]
+                     if not a[1] & b[1] and not any(api.alias(x, y) for x in a[1] for y in b[1])), None)
+        if pair is not None:
+            symbolic = any(is_symbolic(g) for g in pair[0][1] | pair[1][1])
+            yield Disagreement(found, pair[0], pair[1], Confidence.LOW if symbolic else Confidence.HIGH)
+
+
+def _role(keyword: str) -> str:
+    return "_".join(word for word in keyword.split("_") if word and word not in _PART_WORDS)

@@ -212,6 +212,16 @@ class GroupUse:
 
 
 @dataclass(frozen=True)
+class GroupArguments:
+    """A call given groups by several keywords (`Comm(cpu_group=a.cpu_group, device_group=b.device_group)`):
+    what each keyword holds, for CGL007 to compare those that name the same role."""
+
+    call: ir.Call
+    arguments: tuple[tuple[str, Value], ...]  # (keyword, its value: groups only)
+    cond: PathCondition
+
+
+@dataclass(frozen=True)
 class ParamCall:
     """A parameter called (`step(local, hidden)`; `callee` its index), or a field of the method's
     record (`self.reduce(x)`; `callee` its name): what it is given, for the summary; the caller
@@ -252,3 +262,4 @@ class FunctionFacts:
     stores: dict[str, frozenset] = field(default_factory=dict)  # `self.x` values this method leaves
     factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in
     group_uses: list[GroupUse] = field(default_factory=list)  # every collective run, with its group
+    group_arguments: list[GroupArguments] = field(default_factory=list)  # calls given groups by several keywords

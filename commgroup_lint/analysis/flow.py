@@ -54,6 +54,7 @@ from commgroup_lint.analysis.facts import (
     ContextFact,
     Fact,
     FunctionFacts,
+    GroupArguments,
     GroupFact,
     GroupUse,
     Guarded,
@@ -567,6 +568,9 @@ class FunctionFlow:
     # calls -------------------------------------------------------------------------
     def call(self, c: ir.Call) -> Value:
         args = [self.eval(a.value) for a in c.args]
+        grouped = tuple((a.keyword, v) for a, v in zip(c.args, args) if a.keyword and guarded_groups(v) is not None)
+        if len(grouped) > 1:
+            self.facts.group_arguments.append(GroupArguments(c, grouped, self.cond))
         self.facts.passed_on.update(
             id(f.allocation.call) for value in args for f in flatten(value) if isinstance(f, BufferFact)
         )
