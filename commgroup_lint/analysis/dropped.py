@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.conditions import contradicts, render
 from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.conditions import contradicts, render
 from commgroup_lint.analysis.facts import (
     FunctionFacts,
     GroupArguments,

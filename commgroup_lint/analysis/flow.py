@@ -820,7 +820,7 @@ class FunctionFlow:
             if consume.group is not None:
                 group_value = arguments.value(consume.group)
                 omitted = group_value is None or group_value == _NONE_VALUE
-                if omitted:  # `group=None` is the default too
+                if group_value is None or omitted:  # `group=None` is the default too
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
                     group_value = self.as_group(group_value, arguments.expr(consume.group))

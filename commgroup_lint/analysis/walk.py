@@ -20,7 +20,7 @@ def walk(node: object) -> Iterator[object]:
     if not hasattr(type(node), "__slots__") or isinstance(node, (str, ir.Span)) or node is None:
         return
     yield node
-    for slot in getattr(type(node), "__slots__"):
+    for slot in getattr(type(node), "__slots__", ()):
         if slot not in _SKIPPED:
             yield from walk(getattr(node, slot, None))
 
