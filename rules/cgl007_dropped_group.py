@@ -86,6 +86,7 @@ from commgroup_lint.analysis.dropped import (
     dropped_groups,
     group_parameters,
 )
+from commgroup_lint.analysis.walk import describe_path
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, path_configuration
 
@@ -157,7 +158,8 @@ class DroppedGroup(Rule):
             for dropped in dropped_groups(fn):
                 condition, path_confidence = path_configuration(dropped.use.cond)
                 confidence = min(dropped.confidence, path_confidence, key=lambda c: c.rank)
-                path = display_condition(dropped.use.cond) or None  # the data the path tests too
+                # the data the path tests too, or the test the dataflow could not read
+                path = display_condition(dropped.use.cond) or describe_path(dropped.path)
                 yield ctx.finding(type(self), dropped.use.call.span, _message(fn.node.name, dropped, path),
                                   condition=condition, confidence=confidence)
             for mixed in disagreeing_arguments(fn, ctx.api):
@@ -217,7 +219,7 @@ def _cache_message(function: str, cached: Cached, callers: list[str | None]) -> 
 
 
 def _build_message(function: str, build: DroppedBuild) -> str:
-    kept = ", ".join(sorted({f"line {c.span.line}" for c in build.kept}))
+    kept = ", ".join(f"line {line}" for line in sorted({c.span.line for c in build.kept}))
     message = (f"`{function}` returns this without `{build.group}`, which the other branches hand to what they"
                f" return ({kept}): it is built without the group the caller asked for")
     if build.condition:

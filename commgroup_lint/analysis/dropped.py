@@ -27,7 +27,7 @@ from commgroup_lint.analysis.facts import (
     display_group,
     is_symbolic,
 )
-from commgroup_lint.analysis.walk import names_in
+from commgroup_lint.analysis.walk import Branch, calls_in, exclusive, names_in, statement_paths
 from commgroup_lint.model import Confidence
 
 GROUP_WORDS = frozenset({"group", "pg", "process_group"})
@@ -45,6 +45,7 @@ class Dropped:
     partner: GroupUse | None  # a collective of the same name on the given group, on an exclusive path
     held_by: GroupUse | None  # the first collective that does run on the given group (None: it is never used)
     confidence: Confidence
+    path: tuple[Branch, ...] = ()  # the branches of the body that lead to it
 
     @property
     def advice(self) -> str:
@@ -61,6 +62,7 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
     self_name = fn.node.params[0].name if fn.class_name is not None and fn.node.params else None
     held = [(u, name) for u in fn.group_uses if (name := _held_name(u, params, self_name)) is not None]
     held_groups = {f.group for u, _ in held for f in u.groups if isinstance(f, GroupFact)}
+    paths = _call_paths(fn.node)
     seen: set[int] = set()
     for use in fn.group_uses:
         if id(use.call) in seen or any(u is use for u, _ in held):
@@ -69,18 +71,19 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
         if instead is None or _known(use) <= held_groups and _known(use):
             continue  # runs on what a given group is known to be (`self.all_reduce(x)` on the object's group)
         if held:
-            partner = next(((u, n) for u, n in held if u.collective == use.collective and contradicts(use.cond | u.cond)),
-                           None)
+            partner = next(((u, n) for u, n in held if u.collective == use.collective and _apart(use, u, paths)), None)
             first, name = partner or held[0]
             exclusive = partner is not None
             base = _confidence(use, exclusive)
+            if partner is not None and not contradicts(use.cond | partner[0].cond) and base is Confidence.HIGH:
+                base = Confidence.MEDIUM  # apart by a test the conditions do not keep: it may be a flag
             seen.add(id(use.call))
-            yield Dropped(use, name, instead, first if exclusive else None, first, base)
+            yield Dropped(use, name, instead, first if exclusive else None, first, base, paths.get(id(use.call), ()))
         else:
             unread = _unread_group_parameters(fn, params)
             if unread and use.how == "default":
                 seen.add(id(use.call))
-                yield Dropped(use, unread[0], instead, None, None, Confidence.MEDIUM)
+                yield Dropped(use, unread[0], instead, None, None, Confidence.MEDIUM, paths.get(id(use.call), ()))
 
 
 def group_parameters(fn: FunctionFacts) -> set[str]:
@@ -91,6 +94,21 @@ def group_parameters(fn: FunctionFacts) -> set[str]:
     params = _parameters(fn)
     given = {params[f.index] for u in fn.group_uses for f in u.groups if isinstance(f, ParamFact) and f.index in params}
     return given | {name for name in params.values() if GROUP_PARAMETER.search(name)}
+
+
+def _call_paths(fn: ir.FunctionDef) -> dict[int, tuple[Branch, ...]]:
+    """The branches that lead to each call of the function's own body, by id."""
+    return {id(call): path for stmt, path in statement_paths(fn.body) for call in calls_in(stmt)}
+
+
+def _apart(a: GroupUse, b: GroupUse, paths: dict[int, tuple[Branch, ...]]) -> bool:
+    """Whether two collectives run on paths that exclude each other: by their conditions, or,
+    where a test is one the conditions do not keep (`if self.should_use(x):`), by the branches
+    of the body that lead to them."""
+    if contradicts(a.cond | b.cond):
+        return True
+    first, second = paths.get(id(a.call)), paths.get(id(b.call))
+    return first is not None and second is not None and exclusive(first, second)
 
 
 def _confidence(use: GroupUse, exclusive: bool) -> Confidence:
