@@ -414,6 +414,8 @@ class FunctionFlow:
         if key is None or held is None:
             return
         grown = frozenset(g for f in held for g in (TupleFact.of(f.items + (value,)) if isinstance(f, TupleFact) else {f}))
+        if len(grown) > MAX_LISTS:  # one list per subset of the branches that appended: kept as their elements
+            grown = frozenset(g for f in grown for g in (set().union(*f.items) if isinstance(f, TupleFact) else {f}))
         self.env[key] = grown
         if key.startswith("self."):
             self.facts.stores[key] = self.facts.stores.get(key, frozenset()) | grown
@@ -1457,6 +1459,7 @@ def _anywhere(x: object) -> object:
 
 
 MAX_REPLAYS = 4  # a callable handed on deeper than this (or to itself) is not followed further
+MAX_LISTS = 16  # a list appended to in this many ways (`if c: reasons.append(...)`, n times: 2**n) is kept unordered
 OWN_OBJECT = object()  # a receiver that is the calling method's own object (see `replay_calls`)
 _NONE = ConstFact(None)
 _NONE_VALUE = frozenset({_NONE})
