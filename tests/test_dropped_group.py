@@ -7,9 +7,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from lintkit import lint_text
 
 from commgroup_lint.model import Confidence
-from lintkit import lint_text
 
 # How a function reaches the group it was given; `{g}` is the expression a collective receives.
 GIVEN = {

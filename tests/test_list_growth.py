@@ -5,12 +5,13 @@ small and still sees a group appended to it."""
 
 from __future__ import annotations
 
+from lintkit import PROFILE
+
 from commgroup_lint.analysis.facts import GroupFact, TupleFact
 from commgroup_lint.analysis.flow import MAX_LISTS
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
 from commgroup_lint.model import RuleSelection
-from lintkit import PROFILE
 
 
 def _returns(tmp_path, appends: int) -> set:
