@@ -217,3 +217,36 @@ def test_two_keywords_given_one_group_or_two_roles_are_clean(tmp_path, spelling)
     roles = _GETTERS + f"def build():\n{prelude}    return Layer(tp_group={a}, ep_group={b})\n"
     for program in (same, roles):
         assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == [], program
+
+
+CLEAN = {
+    "a cache rebuilt when the group differs": (
+        "_buffer = None\ndef get_buffer(group, size):\n    global _buffer\n"
+        "    if _buffer is None or _buffer.group != group or _buffer.size < size:\n"
+        "        _buffer = Buffer(group, size)\n    return _buffer\n"),
+    "a router computing values, not building objects": (
+        "def route(t, freqs, cu_seqlens=None, cp_group=None):\n    if cu_seqlens is None:\n"
+        "        return rotate_bshd(t, freqs)\n    return rotate_thd(t, cu_seqlens, freqs, cp_group=cp_group)\n"),
+    "a builder given only the group's size on one branch": (
+        "def build(kind, group=None):\n    if kind == 'a':\n        return Local(size=group.size())\n"
+        "    return Packed()\n"),
+    "a flag named for a group": (
+        "def build(kind, share_in_group=False):\n    if kind == 'a':\n        return Cached(share_in_group)\n"
+        "    return Plain()\n"),
+    "a tensor's gather": (
+        "import torch.distributed as dist\ndef pick(t, index):\n    if t.numel() < 4:\n        dist.all_reduce(t)\n"
+        "        return t\n    return t.gather(0, index)\n"),
+    "a helper given the group, whose default is another": (
+        "import torch.distributed as dist\ndef bcast(t, pp_group=None):\n    if pp_group is None:\n"
+        "        pp_group = dist.group.WORLD\n    dist.broadcast(t, 0, group=pp_group)\n"
+        "class Controller:\n    def __init__(self, pp_group):\n        self.pp_group = pp_group\n"
+        "    def step(self, t):\n        bcast(t, pp_group=self.pp_group)\n"),
+    "a device beside a group": (
+        "from sglang.srt.distributed import get_tp_group\n"
+        "def make(device):\n    return Comm(group=get_tp_group().cpu_group, device=device)\n"),
+}
+
+
+@pytest.mark.parametrize("case", list(CLEAN))
+def test_shapes_that_keep_their_group_are_clean(tmp_path, case):
+    assert lint_text(tmp_path, CLEAN[case], select=("CGL007",), min_confidence=Confidence.LOW) == []

@@ -1,7 +1,7 @@
 """Builders that drop their group on one branch (CGL007).
 
-A function given a group that returns what a call builds, on several branches (one per
-backend, say), hands the group to the builder on some branches and not on another: the object
+A function given a group that returns an object a class builds, on several branches (one per
+backend, say), hands the group itself to the class on some branches and not on another: the object
 it returns there is built for the default group (often the whole world), whatever the caller
 asked for. Returns under a test of the group itself (`if group is None:`) are left alone: the
 branch is chosen because of the group.
@@ -43,10 +43,10 @@ def dropped_builds(fn: ir.FunctionDef, groups: set[str]) -> Iterator[DroppedBuil
         return
     derived = derived_names(fn.body, groups)
     returns = [(stmt.value, path) for stmt, path in statement_paths(fn.body)
-               if isinstance(stmt, ir.Return) and isinstance(stmt.value, ir.Call)]
+               if isinstance(stmt, ir.Return) and isinstance(stmt.value, ir.Call) and _constructs(stmt.value)]
     for group in sorted(groups):
         names = derived[group]
-        kept = tuple(call for call, _ in returns if _receives(call, names))
+        kept = tuple(call for call, _ in returns if _passes_whole(call, names))
         if not kept:
             continue
         for call, path in returns:
@@ -56,4 +56,17 @@ def dropped_builds(fn: ir.FunctionDef, groups: set[str]) -> Iterator[DroppedBuil
 
 
 def _receives(call: ir.Call, names: set[str]) -> bool:
+    """Whether the call is given the group, or something made from it (`Backend(group)`)."""
     return any(names & set(names_in(a.value)) for a in call.args)
+
+
+def _passes_whole(call: ir.Call, names: set[str]) -> bool:
+    """Whether the call is given the group itself (not only its size or rank)."""
+    return any(isinstance(a.value, ir.Name) and a.value.id in names for a in call.args)
+
+
+def _constructs(call: ir.Call) -> bool:
+    """A class is called (`MnnvlWorkspace(...)`): an object is built, not a value computed."""
+    func = call.func
+    name = func.attr if isinstance(func, ir.Attr) else func.id if isinstance(func, ir.Name) else ""
+    return name[:1].isupper()

@@ -64,8 +64,9 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
     held_groups = {f.group for u, _ in held for f in u.groups if isinstance(f, GroupFact)}
     paths = _call_paths(fn.node)
     seen: set[int] = set()
+    held_calls = {id(u.call) for u, _ in held}
     for use in fn.group_uses:
-        if id(use.call) in seen or any(u is use for u, _ in held):
+        if id(use.call) in seen | held_calls:  # a helper given the group runs its default only when not given it
             continue
         instead = _instead(use)
         if instead is None or _known(use) <= held_groups and _known(use):
@@ -93,7 +94,8 @@ def group_parameters(fn: FunctionFacts) -> set[str]:
         return set()
     params = _parameters(fn)
     given = {params[f.index] for u in fn.group_uses for f in u.groups if isinstance(f, ParamFact) and f.index in params}
-    return given | {name for name in params.values() if GROUP_PARAMETER.search(name)}
+    constant = {p.name.lstrip("*") for p in fn.node.params if isinstance(p.default, ir.Const) and p.default.value is not None}
+    return given | {name for name in params.values() if GROUP_PARAMETER.search(name) and name not in constant}
 
 
 def _call_paths(fn: ir.FunctionDef) -> dict[int, tuple[Branch, ...]]:
@@ -170,8 +172,9 @@ def _unread_group_parameters(fn: FunctionFacts, params: dict[int, str]) -> list[
     return [name for name in named if name not in read]
 
 
-_PART_WORDS = frozenset({"group", "pg", "process", "comm", "communicator", "cpu", "device", "name", "handle",
-                         "backend", "pynccl", "nccl", "gloo"})
+_GROUP_KEYWORD_WORDS = frozenset({"group", "pg", "comm", "communicator"})
+"""A keyword takes a group (or a part of one) only when one of its words says so."""
+_PART_WORDS = _GROUP_KEYWORD_WORDS | {"process", "cpu", "device", "name", "handle", "backend", "pynccl", "nccl", "gloo"}
 """Words of a keyword that say which part of a group it takes (`cpu_group`, `device_group`,
 `group_name`), not which group: keywords left with the same role must get one group."""
 
@@ -192,6 +195,8 @@ def disagreeing_arguments(fn: FunctionFacts, api: Api) -> Iterator[Disagreement]
     for found in fn.group_arguments:
         by_role: dict[str, list[tuple[str, frozenset[str]]]] = {}
         for keyword, value in found.arguments:
+            if _GROUP_KEYWORD_WORDS.isdisjoint(keyword.split("_")):
+                continue  # `device=`, `topk=`: not a group's keyword, whatever it holds
             groups = frozenset(f.group for f in value if isinstance(f, GroupFact))
             if groups and len(groups) == len(value):
                 by_role.setdefault(_role(keyword), []).append((keyword, groups))

@@ -79,6 +79,9 @@ VIEW_METHODS = frozenset({
 IN_PLACE_METHODS = frozenset({"copy_", "fill_", "zero_", "add_", "mul_", "masked_fill_", "div_", "sub_", "clamp_"})
 _PARTIAL = frozenset({"functools.partial"})
 _LIST_GROWING = frozenset({"append", "extend", "insert"})
+# Collective method names a tensor has too (`logits.gather(dim, index)`): on a parameter not known
+# to be a group, not taken for a collective.
+TENSOR_COLLECTIVE_NAMES = frozenset({"gather", "scatter"})
 _SUPER = "super"
 
 Env = dict[str, Value]
@@ -610,7 +613,8 @@ class FunctionFlow:
             for f in receiver:
                 if isinstance(f, ParamFact) and method in self.api.profile.methods.same_group:
                     result.add(f)  # `group._get_backend(device)` of a group parameter: that group
-                elif isinstance(f, ParamFact) and method in self.api.profile.methods.collective:
+                elif (isinstance(f, ParamFact) and method in self.api.profile.methods.collective
+                      and method not in TENSOR_COLLECTIVE_NAMES):
                     self.note_group_use(c, method, frozenset({f}), "given", source=receiver_expr)  # `group.all_reduce(t)`
                 elif isinstance(f, ParamFact) and method in self.api.profile.methods.register_pool:
                     result |= self.group_method(GroupFact(SYMBOLIC + f.name.lstrip("*"), f.guard), method, c, args)
