@@ -42,9 +42,9 @@ condition, and what to pass.
 
 Two keywords given two known groups are high (low when a group is known only by the expression
 holding it). A builder that drops its group on one branch is medium. A cache is high when callers in the
-same file ask it for different groups, medium for a getter whose callers are elsewhere, and
-low when its callers here all ask for one group, or when it is a set-up that returns nothing
-(run once per process for one group, it is a latent hazard, not a wrong result).
+same file ask it for different groups, and low otherwise (its callers here all ask for one
+group, they are in other files, or it is a set-up that returns nothing): while one group is
+asked for, it is a latent hazard, not a wrong result.
 
 `check` reports medium and above by default.
 
@@ -194,10 +194,10 @@ def _message(function: str, dropped: Dropped, condition: str | None) -> str:
 
 
 def _cache_message(function: str, cached: Cached, callers: list[str | None]) -> tuple[str, Confidence]:
-    """Callers asking for different groups make the cache wrong now (high); one caller, or callers
-    that all pass one group, make it a latent hazard (low), and so does a set-up that keeps the
-    object without returning it (run once per process); a getter whose callers are elsewhere,
-    medium."""
+    """Callers asking for different groups make the cache wrong now (high). Otherwise it is a
+    latent hazard (low): one caller, callers that all pass one group, a set-up run once per
+    process, or callers in other files (engines pass one group per process to such getters:
+    vLLM's FlashInfer workspaces are only ever asked for the TP group)."""
     where = f"the {cached.kind} `{cached.slot}`"
     if cached.key is not None:
         where += f", keyed by `{cached.key}`, not by the group,"
@@ -214,7 +214,8 @@ def _cache_message(function: str, cached: Cached, callers: list[str | None]) -> 
         message += "; it is a set-up that returns nothing (a latent hazard if it is only ever run for one group)"
         confidence = Confidence.LOW
     else:
-        confidence = Confidence.MEDIUM
+        message += "; no caller here says which groups it is asked for (a latent hazard while it is one)"
+        confidence = Confidence.LOW
     return f"{message}; key the cache by the group (or build one object per group)", confidence
 
 

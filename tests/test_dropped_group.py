@@ -121,11 +121,12 @@ def test_a_cache_keyed_by_the_group_is_clean(tmp_path, how):
 
 def test_a_cache_keyed_by_something_else_is_reported_at_the_store(tmp_path):
     [finding] = lint_text(tmp_path, _cache("", "size"), select=("CGL007",), min_confidence=Confidence.LOW)
-    assert (finding.start.line, finding.start.column, finding.confidence) == (4, 9, Confidence.MEDIUM)
+    assert (finding.start.line, finding.start.column, finding.confidence) == (4, 9, Confidence.LOW)
     assert finding.message == (
         "`get_workspace` keeps what it builds from `group` in the dict `_CACHE[size]`, keyed by `size`, not by the"
-        " group, and hands it to every later caller, whatever group it asks for; key the cache by the group"
-        " (or build one object per group)"
+        " group, and hands it to every later caller, whatever group it asks for; no caller here says which groups"
+        " it is asked for (a latent hazard while it is one); key the cache by the group (or build one object per"
+        " group)"
     )
 
 
