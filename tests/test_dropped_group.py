@@ -242,6 +242,11 @@ CLEAN = {
         "        pp_group = dist.group.WORLD\n    dist.broadcast(t, 0, group=pp_group)\n"
         "class Controller:\n    def __init__(self, pp_group):\n        self.pp_group = pp_group\n"
         "    def step(self, t):\n        bcast(t, pp_group=self.pp_group)\n"),
+    "a default chosen because the group is None": (
+        "from vllm.distributed.communication_op import tensor_model_parallel_all_reduce\n"
+        "class Embedding:\n    def __init__(self, parallel_group=None):\n        self.parallel_group = parallel_group\n"
+        "    def forward(self, x):\n        return (self.parallel_group.all_reduce(x) if self.parallel_group is not None\n"
+        "                else tensor_model_parallel_all_reduce(x))\n"),
     "a device beside a group": (
         "from sglang.srt.distributed import get_tp_group\n"
         "def make(device):\n    return Comm(group=get_tp_group().cpu_group, device=device)\n"),

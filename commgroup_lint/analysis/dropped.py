@@ -12,7 +12,7 @@ excludes this one, the two are a fast path and its fallback on different groups.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
@@ -27,7 +27,7 @@ from commgroup_lint.analysis.facts import (
     display_group,
     is_symbolic,
 )
-from commgroup_lint.analysis.walk import Branch, calls_in, exclusive, names_in, statement_paths
+from commgroup_lint.analysis.walk import Branch, calls_in, exclusive, names_in, statement_paths, walk
 from commgroup_lint.model import Confidence
 
 GROUP_WORDS = frozenset({"group", "pg", "process_group"})
@@ -63,6 +63,7 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
     held = [(u, name) for u in fn.group_uses if (name := _held_name(u, params, self_name)) is not None]
     held_groups = {f.group for u, _ in held for f in u.groups if isinstance(f, GroupFact)}
     paths = _call_paths(fn.node)
+    guards = _guards(fn.node)
     seen: set[int] = set()
     held_calls = {id(u.call) for u, _ in held}
     for use in fn.group_uses:
@@ -74,6 +75,8 @@ def dropped_groups(fn: FunctionFacts) -> Iterator[Dropped]:
         if held:
             partner = next(((u, n) for u, n in held if u.collective == use.collective and _apart(use, u, paths)), None)
             first, name = partner or held[0]
+            if _tests_group(guards.get(id(use.call), ()), {n for _, n in held}):
+                continue  # chosen by a test of the given group itself (`x if self.group is not None else ...`)
             exclusive = partner is not None
             base = _confidence(use, exclusive)
             if partner is not None and not contradicts(use.cond | partner[0].cond) and base is Confidence.HIGH:
@@ -101,6 +104,25 @@ def group_parameters(fn: FunctionFacts) -> set[str]:
 def _call_paths(fn: ir.FunctionDef) -> dict[int, tuple[Branch, ...]]:
     """The branches that lead to each call of the function's own body, by id."""
     return {id(call): path for stmt, path in statement_paths(fn.body) for call in calls_in(stmt)}
+
+
+def _guards(fn: ir.FunctionDef) -> dict[int, list[ir.Expr]]:
+    """The tests that decide whether each call runs: of the `if`s around it, and of the
+    conditional expressions it sits in (`a if c else b`)."""
+    out: dict[int, list[ir.Expr]] = {}
+    for stmt, path in statement_paths(fn.body):
+        tests = [node.test for node, _ in path]
+        for call in calls_in(stmt):
+            out[id(call)] = list(tests)
+        for e in walk(stmt):
+            if isinstance(e, ir.IfExpr):
+                for call in calls_in((e.body, e.orelse)):
+                    out[id(call)].append(e.test)
+    return out
+
+
+def _tests_group(tests: Iterable[ir.Expr], held: set[str]) -> bool:
+    return any(render(e) in held for e in walk(tuple(tests)) if isinstance(e, (ir.Name, ir.Attr)))
 
 
 def _apart(a: GroupUse, b: GroupUse, paths: dict[int, tuple[Branch, ...]]) -> bool:
