@@ -156,6 +156,15 @@ def test_callers_asking_for_one_group_make_a_cache_low(tmp_path, slot):
     assert (finding.start.line, finding.confidence) == (line, Confidence.LOW)
 
 
+def test_a_check_of_the_group_beside_the_cache_does_not_key_it(tmp_path):
+    program = ("_STATE = None\ndef init(group):\n    global _STATE\n    if _STATE is not None:\n        return\n"
+               "    size = group.world_size\n    if size > 16:\n        raise ValueError(size)\n"
+               "    _STATE = Workspace(group)\n")
+    [finding] = lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW)
+    assert (finding.start.line, finding.confidence) == (9, Confidence.LOW)
+    assert "a set-up that returns nothing" in finding.message
+
+
 def test_a_cache_rebuilt_on_every_call_is_clean(tmp_path):
     program = "_WS = None\ndef get(group):\n    global _WS\n    _WS = Workspace(group)\n    return _WS\n"
     assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []

@@ -57,11 +57,12 @@ def group_caches(fn: ir.FunctionDef, module: ir.Module, class_name: str | None,
             slot, kind, key = shared
             if key is not None and derived[group] & set(names_in(key)):
                 continue  # keyed by the group: one object per group
-            if any((derived[group] - globals_) & set(names_in(test)) for test in tests):
-                continue  # rebuilt when the group differs (`_buffer.group != group`): one object per group
             base = target.value if isinstance(target, ir.Subscript) else target
-            if not any(_same(base, e) for e in walk(tests) if isinstance(e, (ir.Name, ir.Attr))):
+            guards = [test for test in tests if any(_same(base, e) for e in walk(test) if isinstance(e, (ir.Name, ir.Attr)))]
+            if not guards:
                 continue  # built on every call, not only while the slot is empty
+            if any((derived[group] - globals_) & set(names_in(test)) for test in guards):
+                continue  # rebuilt when the group differs (`_buffer.group != group`): one object per group
             if slot in reported:
                 continue
             reported.add(slot)
