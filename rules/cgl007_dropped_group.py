@@ -33,12 +33,13 @@ condition, and what to pass.
 - **high**: the default group runs on a path that excludes the one where a collective of the
   same name runs on the given group (a fast path and its fallback on different groups), and
   the path needs nothing but sizes or data (`if t.numel() < limit:`).
-- **medium**: the same under a flag or mode the code sets (`if self.use_custom_allreduce:`);
-  or the default group beside other collectives that receive the given group; or a wrapper
-  that never reads its group parameter; or a fixed group on the other path of the same
-  collective.
-- **low**: a fixed group beside collectives on the given group (a world-wide count next to a
-  TP reduction may be deliberate).
+- **medium**: the same under a flag or mode the code sets (`if self.use_custom_allreduce:`), or
+  apart by a test the analysis does not read (`if self.should_use(x):`); an engine group's
+  default beside collectives that receive the given group (a TP helper called without the
+  object's own `self.tp_group`); a wrapper that never reads its group parameter; or a fixed
+  group on the other path of the same collective.
+- **low**: the world beside collectives on the given group, or a fixed group there (every
+  rank's count gathered over the world, then indexed by the group's ranks, is deliberate).
 
 Two keywords given two known groups are high (low when a group is known only by the expression
 holding it). A builder that drops its group on one branch is medium. A cache is high when callers in the
@@ -124,7 +125,7 @@ class DroppedGroup(Rule):
         Invalid(_MEGATRON + "class Linear:\n    def __init__(self, tp_group):\n        self.tp_group = tp_group\n"
                 "    def forward(self, x):\n        torch_dist.all_reduce(x, group=self.tp_group)\n"
                 "        torch_dist.all_gather_into_tensor(x, x, group=None)\n        return x\n",
-                line=7, confidence=Confidence.MEDIUM),
+                line=7, confidence=Confidence.LOW),
         Invalid(_TORCH + "def all_reduce(t, process_group=None):\n    dist.all_reduce(t)\n", line=3,
                 confidence=Confidence.MEDIUM),
         Invalid(_TORCH + "def world_sum(t):\n    dist.all_reduce(t)\n"

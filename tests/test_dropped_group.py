@@ -256,6 +256,14 @@ CLEAN = {
         "class Embedding:\n    def __init__(self, parallel_group=None):\n        self.parallel_group = parallel_group\n"
         "    def forward(self, x):\n        return (self.parallel_group.all_reduce(x) if self.parallel_group is not None\n"
         "                else tensor_model_parallel_all_reduce(x))\n"),
+    "a group passed after a starred argument": (
+        "import torch.distributed as dist\ndef exchange(t, size, group):\n    dist.all_gather_into_tensor(t, t, group=group)\n"
+        "def forward(parts, size, cp_group, last):\n    dist.all_reduce(parts[0], group=cp_group)\n"
+        "    if last:\n        exchange(*parts, size, cp_group)\n"),
+    "handles of collectives on the group, returned": (
+        "import torch.distributed as dist\ndef gather(t, group, fused):\n    if fused:\n"
+        "        handle = dist.all_reduce(t, group=group, async_op=True)\n        return ReduceHandle(handle)\n"
+        "    handles = [dist.all_gather_into_tensor(t, t, group=group, async_op=True)]\n    return GatherHandles(handles)\n"),
     "a device beside a group": (
         "from sglang.srt.distributed import get_tp_group\n"
         "def make(device):\n    return Comm(group=get_tp_group().cpu_group, device=device)\n"),
@@ -265,3 +273,17 @@ CLEAN = {
 @pytest.mark.parametrize("case", list(CLEAN))
 def test_shapes_that_keep_their_group_are_clean(tmp_path, case):
     assert lint_text(tmp_path, CLEAN[case], select=("CGL007",), min_confidence=Confidence.LOW) == []
+
+
+def test_the_world_beside_the_given_group_is_low_and_an_engine_default_medium(tmp_path):
+    world = ("import torch.distributed as dist\ndef counts(t, ring_group):\n    dist.all_gather([t], t)\n"
+             "    dist.all_reduce(t, group=ring_group)\n")
+    [finding] = lint_text(tmp_path, world, select=("CGL007",), min_confidence=Confidence.LOW)
+    assert (finding.start.line, finding.confidence) == (3, Confidence.LOW)
+    engine = ("from megatron.core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region\n"
+              "import torch.distributed as dist\nclass Attention:\n    def __init__(self, tp_group):\n"
+              "        self.tp_group = tp_group\n    def forward(self, t):\n"
+              "        dist.all_reduce(t, group=self.tp_group)\n        return reduce_from_tensor_model_parallel_region(t)\n")
+    [finding] = lint_text(tmp_path, engine, select=("CGL007",))
+    assert (finding.start.line, finding.confidence) == (8, Confidence.MEDIUM)
+    assert finding.message.startswith("`reduce_from_tensor_model_parallel_region` runs on the default group (tp), not on `self.tp_group`")

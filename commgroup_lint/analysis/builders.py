@@ -46,7 +46,7 @@ def dropped_builds(fn: ir.FunctionDef, groups: set[str]) -> Iterator[DroppedBuil
                if isinstance(stmt, ir.Return) and isinstance(stmt.value, ir.Call) and _constructs(stmt.value)]
     for group in sorted(groups):
         names = derived[group]
-        kept = tuple(call for call, _ in returns if _passes_whole(call, names))
+        kept = tuple(call for call, _ in returns if _passes_whole(call, _aliases(fn.body, group)))
         if not kept:
             continue
         for call, path in returns:
@@ -61,8 +61,30 @@ def _receives(call: ir.Call, names: set[str]) -> bool:
 
 
 def _passes_whole(call: ir.Call, names: set[str]) -> bool:
-    """Whether the call is given the group itself (not only its size or rank)."""
+    """Whether the call is given the group itself (or a name holding it), not only something
+    computed from it (its size, a handle a collective on it returned)."""
     return any(isinstance(a.value, ir.Name) and a.value.id in names for a in call.args)
+
+
+def _aliases(body: tuple[ir.Stmt, ...], group: str) -> set[str]:
+    """The names that hold the group itself: `g = group`, `g = group or WORLD`, `pg = group.device_group`."""
+    out = {group}
+    for stmt, _ in statement_paths(body):
+        if isinstance(stmt, ir.Assign) and _is_group(stmt.value, out):
+            out.update(t.id for t in stmt.targets if isinstance(t, ir.Name))
+    return out
+
+
+def _is_group(expr: ir.Expr, names: set[str]) -> bool:
+    if isinstance(expr, ir.Name):
+        return expr.id in names
+    if isinstance(expr, ir.Attr):
+        return _is_group(expr.value, names)
+    if isinstance(expr, ir.BoolOp):
+        return any(_is_group(v, names) for v in expr.values)
+    if isinstance(expr, ir.IfExpr):
+        return _is_group(expr.body, names) or _is_group(expr.orelse, names)
+    return False
 
 
 def _constructs(call: ir.Call) -> bool:

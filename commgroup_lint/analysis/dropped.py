@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.api import WORLD, Api
 from commgroup_lint.analysis.conditions import contradicts, render
 from commgroup_lint.analysis.facts import (
     FunctionFacts,
@@ -136,10 +136,14 @@ def _apart(a: GroupUse, b: GroupUse, paths: dict[int, tuple[Branch, ...]]) -> bo
 
 
 def _confidence(use: GroupUse, exclusive: bool) -> Confidence:
-    """The default group on the other path of the same collective is the surest sign; a fixed
-    group instead of the given one may be deliberate (a world-wide count beside a TP reduction)."""
+    """The default group on the other path of the same collective is the surest sign. Beside
+    collectives on the given group, an engine group's default (a TP helper called without the
+    object's own TP group) is likely a slip, a world-wide collective may be deliberate (every
+    rank's count gathered, then indexed by the group's ranks), and so may a fixed group."""
     if use.how == "default":
-        return Confidence.HIGH if exclusive else Confidence.MEDIUM
+        if exclusive:
+            return Confidence.HIGH
+        return Confidence.LOW if _known(use) <= {WORLD} else Confidence.MEDIUM
     return Confidence.MEDIUM if exclusive else Confidence.LOW
 
 

@@ -205,7 +205,8 @@ class GroupUse:
     call: ir.Call
     collective: str  # display name of the collective (or of the helper that runs it)
     groups: Value  # what the group argument holds (GroupFacts, ParamFacts, or anything else)
-    how: str  # "given" (an argument), "default" (omitted or None: the callee's default) or "fixed" (inside a helper)
+    how: str  # "given" (an argument), "default" (omitted or None: the callee's default), "fixed" (inside a
+    # helper), or "unknown" (a call with `*args` whose group argument cannot be told)
     cond: PathCondition
     source: ir.Expr | None = None  # the expression giving the group (the receiver of `group.all_reduce(t)`)
     param: str | None = None  # the keyword that takes the group, when the call takes it as an argument

@@ -830,7 +830,8 @@ class FunctionFlow:
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
                     group_value = self.as_group(group_value, arguments.expr(consume.group))
-                self.note_group_use(c, consume.name or display, group_value, "default" if omitted else "given", cond,
+                how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
+                self.note_group_use(c, consume.name or display, group_value, how, cond,
                                     arguments.expr(consume.group), consume.group.param)
             else:
                 group_value = _groups_value(consume.groups)
