@@ -109,7 +109,7 @@ class Linter:
     def _build_index(self, modules: list[ModuleSource], mentions: Mentions,
                      memo: Callable[[ModuleSource], Previous | None] | None, resume: bool = False) -> None:
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend,
-                             self._rule_words())
+                             set().union(*(rule.index_words(self.api) for rule in self.rules)))
         index.build(modules, mentions, resume)
         self._index = index
         self._gate = _word_pattern(self._gate_words())
