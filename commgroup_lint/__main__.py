@@ -1,3 +1,3 @@
-from commgroup_lint.cli import main
+from commgroup_lint.entry import main
 
 main()

@@ -15,6 +15,9 @@ engine whose API the file uses, imported from that engine's module.
 
 from __future__ import annotations
 
+import io
+import re
+import tokenize
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -25,12 +28,12 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.facts import Allocation, Consumption, FunctionFacts, display_group, is_symbolic
 from commgroup_lint.analysis.siblings import (
     Convention,
+    Siblings,
     Site,
     convention,
     group_argument,
     group_parameter,
     selection_in_scope,
-    siblings,
 )
 from commgroup_lint.analysis.verdict import Mismatch
 from commgroup_lint.edits import (
@@ -45,7 +48,7 @@ from commgroup_lint.edits import (
 )
 from commgroup_lint.model import Applicability, Edit, Fix
 from commgroup_lint.profile import GroupInfo
-from commgroup_lint.rule import FileContext, format_groups
+from commgroup_lint.rule import FileContext, consumer_site, format_groups
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Choice:
 class FixPlanner:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
+        self._chosen_by_siblings: dict[tuple[str, str, str | None, int | None] | None, Choice] = {}
 
     @cached_property
     def _sites(self) -> dict[int, Site]:
@@ -80,6 +84,10 @@ class FixPlanner:
                     found.setdefault(id(c.allocation.call), []).append(c)
         return found
 
+    @cached_property
+    def _siblings(self) -> Siblings:
+        return Siblings(self.ctx.functions)
+
     def site(self, allocation: Allocation) -> Site:
         return self._sites[id(allocation.call)]
 
@@ -92,7 +100,7 @@ class FixPlanner:
             first = consumed[0]
             if len(groups) == 1:
                 group = next(iter(groups))
-                return Choice(group, f"the group of `{first.collective}` at line {first.call.span.line}",
+                return Choice(group, f"the group of {consumer_site(first)}",
                               spelled=self._consumer_spelling(consumed, group))
             reasons.append(f"its consumers run on {format_groups(groups)}")
         if consumer_only:
@@ -108,10 +116,11 @@ class FixPlanner:
             reasons.append(chosen.origin)
         if not consumed:
             reasons.insert(0, "no collective consumes the buffer in this file")
-        return Choice(None, "; ".join(reasons) + f"; candidates: {', '.join(sorted(self.candidates()))}")
+        return Choice(None, "; ".join(reasons) + f"; candidates: {', '.join(sorted(self._candidates))}")
 
-    def candidates(self) -> frozenset[str]:
-        """The groups this file works with (else every group its engines know)."""
+    @cached_property
+    def _candidates(self) -> frozenset[str]:
+        """The groups this file works with (else every group its engines know): once per file."""
         used = frozenset(g for fn in self.ctx.functions for c in fn.consumptions for g in c.group_names)
         used |= frozenset(g for fn in self.ctx.functions for a in fn.allocations for g in a.group_names)
         named = frozenset(display_group(g) for g in used)
@@ -138,7 +147,14 @@ class FixPlanner:
         return self.choose(allocation, use_siblings=False, consumer_only=True).group
 
     def _from_siblings(self, site: Site) -> Choice:
-        found = [c for s in siblings(site, self.ctx.functions) if (c := convention(s, self.ctx.api, self.ctx.imports))]
+        """The siblings' convention; once per set of siblings (most findings of a file share theirs)."""
+        key = self._siblings.key(site)
+        if key not in self._chosen_by_siblings:
+            self._chosen_by_siblings[key] = self._convention_of(self._siblings.of(site))
+        return self._chosen_by_siblings[key]
+
+    def _convention_of(self, siblings: list[Site]) -> Choice:
+        found = [c for s in siblings if (c := convention(s, self.ctx.api, self.ctx.imports))]
         if not found:
             return Choice(None, "no sibling call site shows the group")
         counts = Counter(c.key for c in found)
@@ -164,9 +180,10 @@ class FixPlanner:
         (safe), else, when the consumer's group depends on the configuration, the siblings'
         selection of the group (unsafe); the reason when there is none."""
         if allocation.hidden and allocation.chosen:
-            return None, f"the group is chosen by the call at {allocation.via}: change it there"
+            return None, f"the group is chosen by the call at {self.ctx.where(allocation.via or '')}: change it there"
         if allocation.hidden:
-            return None, (f"the helper fixes the group inside, at {allocation.bound_at}: give it a group parameter"
+            return None, (f"the helper fixes the group inside, at {self.ctx.where(allocation.bound_at)}: give it a "
+                          "group parameter"
                           if allocation.bound_at else "the helper fixes the group inside")
         behaviour = self.ctx.api.call(allocation.name)
         if behaviour is not None and any(isinstance(r, b.PoolContext) for r in behaviour.returns):
@@ -205,9 +222,12 @@ class FixPlanner:
             if already != conv.key:  # the function does not choose the group yet: copy the siblings' choice
                 if not starts_line(source, allocation.statement):
                     return None, Choice(None, "the siblings' selection of the group cannot be inserted before a statement that does not start its own line")
-                sibling_source = statement_text(source, conv.statement)
+                variable = self._free_name(self.site(allocation), conv.variable)
+                sibling_source = _renamed(statement_text(source, conv.statement), conv.statement, conv.variable, variable)
                 edits.append(insert_statement_before(source, allocation.statement.line, sibling_source))
-            expression = conv.variable
+                expression = variable
+            else:
+                expression = conv.variable
         elif conv is not None:
             expression = span_text(source, conv.argument.span)
         else:
@@ -226,6 +246,23 @@ class FixPlanner:
         edits.append(edit)
         applicability = Applicability.SAFE if choice.safe else Applicability.UNSAFE
         return Fix(tuple(sorted(edits, key=lambda e: e.start)), applicability, f"Pass `{expression}`: {choice.origin}"), choice
+
+    def _free_name(self, site: Site, name: str) -> str:
+        """`name`, or `selected_name` (then `selected_name_2`, ...) when the function already
+        names it (a parameter, a `global`, a later use): the copied selection must not rebind
+        the caller's own."""
+        taken = _names(self._function_text(site))
+        candidates = (name, f"selected_{name}", *(f"selected_{name}_{n}" for n in range(2, len(taken) + 3)))
+        return next(c for c in candidates if c not in taken)
+
+    def _function_text(self, site: Site) -> str:
+        """The source of the function holding the site (the whole file at module level)."""
+        node, source = site.function.node, self.ctx.source
+        if node is None or not node.body:
+            return source.text
+        end = max(stmt.span.end_line for stmt in node.body)
+        stop = source.line_starts[end] if end < len(source.line_starts) else len(source.text)
+        return source.text[source.line_starts[node.span.line - 1]:stop]
 
     def _argument_edit(self, allocation: Allocation, expression: str, replace: bool, conv: Convention | None) -> Edit | str:
         """The edit passing `expression` as the group, or why there is none. A group already
@@ -300,6 +337,30 @@ class FixPlanner:
         if any(n.name == "*" and n.level == 0 and n.module == info.import_from for n in bound.values()):
             return call, None  # star-imported already
         return call, add_import(self.ctx.source, self.ctx.module, info.import_from, name)
+
+
+def _names(text: str) -> set[str]:
+    """Every name token of `text` (attributes too: `x.group` counts, which only errs on the safe
+    side); every word, comments and strings included, if it cannot be tokenized."""
+    try:
+        return {t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.NAME}
+    except (tokenize.TokenError, SyntaxError):
+        return set(re.findall(r"\w+", text))
+
+
+def _renamed(text: str, statement: ir.Stmt, old: str, new: str) -> str:
+    """The selection `statement` (its dedented `text`) binding `new` where it binds `old`: only
+    the assignment targets are renamed, found by their spans."""
+    if new == old:
+        return text
+    blocks = (statement.body, statement.orelse) if isinstance(statement, ir.If) else ((statement,),)
+    targets = [t.span for block in blocks for stmt in block if isinstance(stmt, ir.Assign)
+               for t in stmt.targets if isinstance(t, ir.Name) and t.id == old]
+    lines = text.split("\n")
+    for span in sorted(targets, key=lambda sp: (sp.line, sp.col), reverse=True):
+        row, col = span.line - statement.span.line, span.col - statement.span.col
+        lines[row] = lines[row][:col] + new + lines[row][col + len(old):]
+    return "\n".join(lines)
 
 
 def _returns_only(behaviour: b.Behaviour | None, group: str) -> bool:

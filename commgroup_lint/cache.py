@@ -25,14 +25,19 @@ so such a file is read again next time. A file that cannot be decoded keeps its 
 (reported as CGL000 while its `stat` matches); one that cannot be read at all is not recorded.
 
 Written atomically (a temporary file renamed over the old one), so concurrent runs never see
-a partial file; the last writer wins. A file that cannot be read back exactly (truncated,
-corrupted, another version) is ignored; a directory that cannot be written means no cache.
+a partial file; the last writer wins. The folder is the checked repository's to fill, so each
+file is signed with the user's key (see `signing`), and one without a valid signature is never
+unpickled; a file that cannot be read back exactly (truncated, corrupted, another version,
+foreign) is ignored, and a directory that cannot be written means no cache.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import dataclasses
 import enum
+import errno
 import hashlib
 import io
 import os
@@ -46,12 +51,13 @@ from typing import Any
 
 from commgroup_lint.analysis.recording import Lookups
 from commgroup_lint.analysis.summaries import ModuleAnalysis
-from commgroup_lint.files import write_atomically
+from commgroup_lint.files import Folder, open_directory, read_regular, remove_stale_temporaries, replace_file
 from commgroup_lint.model import Finding
+from commgroup_lint.signing import DIGEST_BYTES, UnusableKey, authentic, signature, user_key
 
 DIRECTORY = ".commgroup_lint_cache"
-_MAGIC = b"commgroup-lint cache 6\n"
-_DIGEST = 32
+_MAGIC = b"commgroup-lint cache 7\n"
+CACHE_LIMIT = 1 << 30  # the largest cache file read (SGLang's is 7 MB)
 RACY_NS = 2_000_000_000  # a file modified this close to a run is read again next time (FAT's 2 s timestamps)
 
 Stat = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
@@ -146,55 +152,125 @@ def cache_directory(project_root: Path | None) -> Path:
 
 
 class _Unpickler(pickle.Unpickler):
-    """Only commgroup-lint's own data classes and plain containers come out of a cache file."""
+    """Only commgroup-lint's own data classes and plain containers come out of a cache file:
+    each by its exact name in a module already imported (never an attribute path such as
+    `dataclasses.inspect.attrgetter`, which reaches what a module imported). A second defence:
+    the signature is checked before this runs."""
 
     _BUILTINS = frozenset({"frozenset", "set", "tuple", "list", "dict", "bytes", "str", "int", "bool"})
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "builtins" and name in self._BUILTINS:
-            return super().find_class(module, name)
-        if module == "commgroup_lint" or module.startswith("commgroup_lint."):
-            found = super().find_class(module, name)
-            if isinstance(found, type):
+            return getattr(builtins, name)
+        if (module == "commgroup_lint" or module.startswith("commgroup_lint.")) and name.isidentifier():
+            found = vars(sys.modules[module]).get(name) if module in sys.modules else None
+            if isinstance(found, type) and found.__module__ == module and found.__qualname__ == name and _plain(found):
                 return found
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a cache file")
 
 
+def _plain(cls: type) -> bool:
+    """A data class, an enumeration or a named tuple: what the cache holds, nothing that acts."""
+    return dataclasses.is_dataclass(cls) or issubclass(cls, enum.Enum) or (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+
+
+_MARKERS = (
+    (".gitignore", b"# created by commgroup-lint\n*\n"),  # first: the folder is ignored before it holds anything
+    ("CACHEDIR.TAG", b"Signature: 8a477f597d28d172789f06886806bc55\n# commgroup-lint cache\n"),
+)
+
+
+_WARNED: set[str] = set()  # the key problems said already (a language server lives long)
+
+
 class Cache:
+    """One configuration's cache file, signed with the user's key (see `signing`) and read
+    back only when the signature holds. Nothing is followed out of the folder: the folder must
+    be a real directory (not a link), and an entry in it that is a link, a FIFO or anything but
+    a regular file is ignored when reading and replaced (the name, not what it points to) when
+    writing."""
+
     def __init__(self, directory: Path, key: str) -> None:
         self.directory = directory
         self.file = directory / f"{key}.pickle"
+        self._signing_key: bytes | None = None
+
+    def _user_key(self) -> bytes | None:
+        """`signing.user_key()` (one outside the project), read once per cache (a run loads
+        and saves once); None, said once per process on stderr, when there is none."""
+        if self._signing_key is None:
+            try:
+                self._signing_key = user_key(self.directory.parent)
+            except UnusableKey as err:
+                if str(err) not in _WARNED:
+                    _WARNED.add(str(err))
+                    sys.stderr.write(f"warning: no cache: its signing key {err}\n")
+        return self._signing_key
 
     def load(self) -> dict[str, FileRecord]:
-        """The records of the last run, or none when the file is missing or not intact."""
-        try:
-            data = self.file.read_bytes()
-        except OSError:
+        """The records of the last run, or none when the file is missing or not intact (said
+        in one line on stderr: a cache file that is there should be one this user wrote)."""
+        key = self._user_key()
+        if key is None:
             return {}
         try:
-            if not data.startswith(_MAGIC):
-                return {}
-            digest, payload = data[len(_MAGIC): len(_MAGIC) + _DIGEST], data[len(_MAGIC) + _DIGEST:]
-            if hashlib.sha256(payload).digest() != digest:
-                return {}
-            records = _Unpickler(io.BytesIO(payload)).load()
-        except Exception:  # noqa: BLE001 - a cache that cannot be read is no cache
+            with open_directory(self.directory, follow_links=False) as folder:
+                data = read_regular(self.file.name, CACHE_LIMIT, follow_links=False, folder=folder)
+        except FileNotFoundError:
             return {}
-        if not isinstance(records, dict) or not all(isinstance(r, FileRecord) for r in records.values()):
+        except OSError as err:
+            if not isinstance(err, NotADirectoryError) or os.path.lexists(self.directory):
+                self._ignored("it or its folder is a symbolic link" if err.errno == errno.ELOOP else err.strerror or str(err))
+            return {}
+        records = self._decode(data, key)
+        if records is None:
+            self._ignored("damaged, or not written by this user's commgroup-lint")
             return {}
         return records
 
-    def save(self, records: Iterable[tuple[str, FileRecord]]) -> bool:
-        """Replace the cache file; False (and nothing written) when the directory is not writable."""
+    def _decode(self, data: bytes, key: bytes) -> dict[str, FileRecord] | None:
+        claimed, body = data[:DIGEST_BYTES], data[DIGEST_BYTES:]
+        if not body.startswith(_MAGIC) or not authentic(key, self.file.name.encode() + body, claimed):
+            return None
         try:
-            payload = pickle.dumps(dict(records), protocol=pickle.HIGHEST_PROTOCOL)
-            fresh = not self.directory.is_dir()
-            self.directory.mkdir(parents=True, exist_ok=True)
-            if fresh:
-                (self.directory / ".gitignore").write_text("# created by commgroup-lint\n*\n")
-                (self.directory / "CACHEDIR.TAG").write_text(
-                    "Signature: 8a477f597d28d172789f06886806bc55\n# commgroup-lint cache\n")
-            write_atomically(self.file, _MAGIC + hashlib.sha256(payload).digest() + payload)
-            return True
-        except (OSError, pickle.PicklingError, RecursionError, TypeError, AttributeError):
+            records = _Unpickler(io.BytesIO(body[len(_MAGIC):])).load()
+        except Exception:  # noqa: BLE001 - a cache that cannot be read is no cache
+            return None
+        if not isinstance(records, dict) or not all(isinstance(r, FileRecord) for r in records.values()):
+            return None
+        return records
+
+    def _ignored(self, why: str) -> None:
+        sys.stderr.write(f"warning: ignoring the cache file {self.file} ({why}); it is rebuilt\n")
+
+    def save(self, records: Iterable[tuple[str, FileRecord]]) -> bool:
+        """Replace the cache file; False (and nothing written) when the directory is not
+        writable, is not a directory, or there is no key."""
+        key = self._user_key()
+        if key is None:
             return False
+        try:
+            body = _MAGIC + pickle.dumps(dict(records), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, RecursionError, TypeError, AttributeError):
+            return False
+        try:
+            with contextlib.suppress(FileExistsError):  # not `parents=True`: never through a link
+                os.mkdir(self.directory)
+            with open_directory(self.directory, follow_links=False) as folder:
+                remove_stale_temporaries(folder)
+                for name, content in _MARKERS:  # repaired when a run was killed between the two
+                    if _holds(folder, name, content):
+                        continue
+                    replace_file(Path(name), content, keep=False, folder=folder)
+                replace_file(Path(self.file.name), signature(key, self.file.name.encode() + body) + body,
+                             keep=False, folder=folder)
+            return True
+        except OSError:
+            return False
+
+
+def _holds(folder: Folder, name: str, content: bytes) -> bool:
+    try:
+        return read_regular(name, len(content), follow_links=False, folder=folder) == content
+    except OSError:
+        return False

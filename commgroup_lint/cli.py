@@ -1,11 +1,12 @@
 """The `commgroup-lint` command.
 
-Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input, a file that could not
-be written (--add-noqa) or internal error.
+Exit codes: as docs/usage.md lists them ("Exit codes"); `entry` turns what escapes a command
+into one line and exit 2 (130 for Ctrl-C).
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
 from collections.abc import Sequence
@@ -17,14 +18,14 @@ import click
 
 from commgroup_lint import __version__, terminal
 from commgroup_lint.config import Config, ConfigError, resolve_config
-from commgroup_lint.discovery import Discovered, PathNotFound
+from commgroup_lint.discovery import Discovered, PathNotFound, PathUnreadable
 from commgroup_lint.docs import fix_safety, render_rule_doc
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.files import write_atomically
 from commgroup_lint.fixer import FixReport, fix_result, unified_diff, write
 from commgroup_lint.model import Confidence, RuleSelection
-from commgroup_lint.noqa import suppress
-from commgroup_lint.options import anchored_patterns, progress_reporter, statistics
+from commgroup_lint.noqa import UNPLACED, suppress
+from commgroup_lint.options import anchored_patterns, progress_spinner, statistics
 from commgroup_lint.parsing import FRONTENDS
 from commgroup_lint.profile import ProfileError, shipped_profiles
 from commgroup_lint.reporters import FORMATS, MACHINE_FORMATS
@@ -64,15 +65,16 @@ def main() -> None:
     \b
     Exit codes: 0 no findings, 1 findings, 2 usage error, unreadable input
     (a path that does not exist, a bad configuration), a file that could not
-    be written (--add-noqa) or internal error.
-    Rule pages: `commgroup-lint explain CODE`; the runtime shim: docs/runtime.md.
+    be written (--fix, --add-noqa) or internal error, 130 interrupted.
+    Rule pages: `commgroup-lint explain CODE`. Documentation (usage, the
+    runtime shim): https://github.com/commgroup-lint/commgroup-lint/tree/main/docs
     """
 
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Output format; machine formats print only the document on stdout.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(FORMATS), default="text",
+              show_default=True, help="Output format; machine formats print only the document on stdout.")
 @click.option("--select", help="Comma-separated codes or prefixes to report, replacing the configured selection "
                                "(default: all).")
 @click.option("--extend-select", help="Comma-separated codes or prefixes to report in addition to the selection.")
@@ -95,7 +97,9 @@ def main() -> None:
               help="Write the report to this file (replaced atomically) instead of stdout.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of the findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (still 2 on errors).")
-@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no progress bar.")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="With --fix, exit 1 when a file was fixed, even if no finding remains.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary line, no spinner.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what remains.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what --fix would change; write nothing.")
@@ -116,13 +120,17 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           respect_gitignore: bool | None, config_path: str | None, profile_name: str | None,
           output_file: str | None, statistics: bool, exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool,
-          diff: bool, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
+          diff: bool, exit_non_zero_on_fix: bool = False, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
           color: str = "auto", no_cache: bool = False, frontend: str = "ast", min_confidence: str | None = None,
           ) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin).
 
-    The rest of the project (see docs/usage.md) is read for the helpers the checked files
-    use, so checking one file finds what checking the whole project finds in it.
+    The rest of the project is read for the helpers the checked files use, so
+    checking one file finds what checking the whole project finds in it. Options,
+    configuration and output formats:
+
+    \b
+    https://github.com/commgroup-lint/commgroup-lint/blob/main/docs/usage.md
     """
     if statistics and output_format not in ("text", "json"):
         raise UserError("--statistics works with --format text or json")
@@ -140,7 +148,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         exclude=anchored_patterns(exclude) if exclude is not None else None,
         extend_exclude=anchored_patterns(extend_exclude), force_exclude=force_exclude,
         respect_gitignore=respect_gitignore, profile=profile_name, frontend=frontend, cache=not no_cache,
-        min_confidence=Confidence(min_confidence) if min_confidence else None,
+        min_confidence=Confidence(min_confidence) if min_confidence else None, per_file=config_path is None,
     )
     piped = _read_stdin(stdin_filename) if stdin else None
     files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, where)
@@ -151,13 +159,18 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         click.echo("warning: no Python files to check (all excluded, or none under the given paths)", err=True)
 
     def lint(checked: Sequence[Discovered] = files) -> tuple[Linter, LintResult]:
-        with progress_reporter(len(checked), quiet, color=color) as advance:
-            return settings.lint(where, checked, advance)
+        with progress_spinner(len(checked), quiet, color=color):
+            try:
+                done = settings.lint(where, checked)
+            except ConfigError as err:  # a checked file's own configuration
+                raise UserError(str(err)) from None
+        gc.freeze()  # kept until the command exits: the collector need not scan it again
+        return done
 
     linter, result = lint()
-    fixed = None
+    fixed, unwritten = None, False  # unwritten: a fix that could not be written (exit 2)
     if add_noqa:
-        sys.exit(_add_noqa(result, quiet))
+        sys.exit(_add_noqa(result, quiet, settings.root))
     if piped is not None and fix:  # the fixed source on stdout, the report on stderr (as ruff)
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         source = report.files[0].source.encode(report.files[0].text) if report.files else piped.content
@@ -167,20 +180,20 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
             linter, result = lint([replace(piped, content=source)])
         _report(result, output_format, quiet, output_file, statistics, report.fixed, unsafe_fixes, color,
                 stderr=True)
-        sys.exit(_exit_code(result, exit_zero))
+        sys.exit(_exit_code(result, exit_zero, exit_non_zero_on_fix and report.fixed > 0))
     if fix or diff:
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
         if diff:
             _print_diff(report, quiet)
-            sys.exit(EXIT_ERROR if result.internal_errors else EXIT_FINDINGS if report.files else EXIT_CLEAN)
-        write(report)
+            sys.exit(EXIT_ERROR if result.internal_errors or report.failures else EXIT_FINDINGS if report.files else EXIT_CLEAN)
+        write(report, settings.root)
         for path, reason in report.failures:
-            click.echo(f"error: could not fix {path}: {reason}", err=True)
-        fixed = report.fixed
+            click.echo(f"error: could not fix {terminal.printable(path)}: {reason}", err=True)
+        fixed, unwritten = report.fixed, bool(report.failures)
         if report.files:
             linter, result = lint()
     _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color)
-    sys.exit(_exit_code(result, exit_zero))
+    sys.exit(EXIT_ERROR if unwritten else _exit_code(result, exit_zero, exit_non_zero_on_fix and bool(fixed)))
 
 
 def _reads_stdin(paths: Sequence[str], stdin_filename: str | None) -> bool:
@@ -222,17 +235,20 @@ def _discover(settings: Settings, paths: Sequence[str]) -> list[Discovered]:
         return settings.discover(paths)
     except PathNotFound as err:
         raise UserError(f"path '{err}' does not exist; check the spelling or the current directory") from None
+    except PathUnreadable as err:
+        given, why = err.args
+        raise UserError(f"cannot look at path '{given}': {why}; check the folders' permissions") from None
 
 
-def _add_noqa(result: LintResult, quiet: bool) -> int:
+def _add_noqa(result: LintResult, quiet: bool, root: Path | None) -> int:
     """Write the suppressions for `result`; exit 0, or 2 when a file could not be written."""
     report, unplaced = suppress(result)
-    write(report)
+    write(report, root)
     for path, reason in report.failures:
-        click.echo(f"error: could not add suppressions to {path}: {reason}", err=True)
+        click.echo(f"error: could not add suppressions to {terminal.printable(path)}: {reason}", err=True)
     for f in unplaced:
-        click.echo(f"warning: {f.path}:{f.start.line}: no line can take a comment for {f.code} "
-                   "(its statement starts and ends inside a string); suppress it by hand", err=True)
+        click.echo(f"warning: {terminal.printable(f.path)}:{f.start.line}: {f.code} not suppressed: {UNPLACED}; "
+                   "suppress it by hand", err=True)
     if not quiet:
         files = len(report.files)
         click.echo(f"Added {report.fixed} suppression comment{'s' if report.fixed != 1 else ''} "
@@ -244,7 +260,7 @@ def _print_diff(report: FixReport, quiet: bool) -> None:
     for fixed in report.files:
         sys.stdout.write(unified_diff(fixed))
     for path, reason in report.failures:
-        click.echo(f"error: could not fix {path}: {reason}", err=True)
+        click.echo(f"error: could not fix {terminal.printable(path)}: {reason}", err=True)
     if not quiet:
         files = len(report.files)
         click.echo(f"Would fix {report.fixed} finding{'s' if report.fixed != 1 else ''} in {files} file{'s' if files != 1 else ''}.", err=True)
@@ -261,8 +277,9 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
             show_statistics: bool = False, fixed: int | None = None, unsafe_fixes: bool = False,
             color: str = "auto", stderr: bool = False) -> None:
     """Print the report (on stderr when stdout carries the fixed source), or write it to `output_file`."""
+    document: str | None
     if show_statistics:
-        document = statistics(result, output_format)
+        document = statistics(result, output_format, unsafe_fixes)
     elif output_format in MACHINE_FORMATS:
         document = MACHINE_FORMATS[output_format](result)
     elif not result.findings:  # nothing to style: the summary alone, without importing rich
@@ -279,7 +296,7 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         document = buffer.getvalue() if buffer is not None else None
     if document is not None and output_file is None:
         (sys.stderr if stderr else sys.stdout).write(document)
-    elif document is not None:
+    elif document is not None and output_file is not None:
         try:
             write_atomically(Path(output_file), document.encode("utf-8"))
         except OSError as err:
@@ -288,10 +305,12 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
         click.echo(f"internal error: rule {e.rule} failed on {e.path}: {e.error} (please report this)", err=True)
 
 
-def _exit_code(result: LintResult, exit_zero: bool = False) -> int:
+def _exit_code(result: LintResult, exit_zero: bool = False, fixed: bool = False) -> int:
+    """2 on an internal error; else, unless `exit_zero` (which wins, as in ruff), 1 for findings
+    or, with `--exit-non-zero-on-fix`, for a fix applied (`fixed`)."""
     if result.internal_errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN
+    return EXIT_FINDINGS if (result.findings or fixed) and not exit_zero else EXIT_CLEAN
 
 
 @main.command("runtime-log")
@@ -307,9 +326,12 @@ def runtime_log(log: str, output_format: str, output_file: str | None, exit_zero
     One finding per distinct violation, at its allocation line, in any output format
     (SARIF for code scanning, GitHub annotations, ...). Exits 1 when there are any.
     """
-    from commgroup_lint.runtime._log import findings
+    from commgroup_lint.runtime_log import LogError, findings
 
-    result = LintResult(findings=findings(log))
+    try:
+        result = LintResult(findings=findings(log))
+    except LogError as err:
+        raise UserError(str(err)) from None
     _report(result, output_format, quiet=False, output_file=output_file)
     sys.exit(EXIT_CLEAN if exit_zero else _exit_code(result))
 
@@ -329,7 +351,13 @@ def list_rules(color: str = "auto") -> None:
 
 @main.command()
 def server() -> None:
-    """Run the language server (LSP) on stdin and stdout, for editors (see docs/usage.md)."""
+    """Run the language server (LSP) on stdin and stdout, for editors.
+
+    Setting it up in VS Code, Neovim and Helix: "Editors" in
+
+    \b
+    https://github.com/commgroup-lint/commgroup-lint/blob/main/docs/usage.md
+    """
     from commgroup_lint.server import serve  # pygls only for the server
 
     serve()
@@ -374,3 +402,37 @@ def sites(paths: Sequence[str], output_format: str, config_path: str | None, pro
     if not result.files_using_api:
         click.echo("note: no file uses a known group-bound allocation API; "
                    f"profiles: {', '.join(settings.profile.names)}", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.option("-v", "--verbose", is_flag=True, help="Per file, too.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
+@click.option("--profile", "profile_name", default=None,
+              help="Engine profiles, comma-separated (default: the configured ones, else all).")
+def coverage(paths: Sequence[str], output_format: str, verbose: bool, config_path: str | None,
+             profile_name: str | None) -> None:
+    """Say what the analysis understood of PATHS: binding sites, consumers and groups resolved,
+    and the constructs that left a group unknown.
+
+    \b
+    Exit codes: 0 when the report was made (whatever it holds), 2 on a usage error.
+    """
+    from commgroup_lint import coverage as report
+
+    where = tuple(paths) or (".",)
+    settings = _settings(_load_config(where, config_path), where, profile=profile_name, cache=False)
+    files = _discover(settings, where)
+    collected = report.Coverage()
+    linter = Linter(settings.profile, RuleSelection(("CGL000",)), per_file_ignores=settings.config.per_file_ignores,
+                    observer=collected.observe)
+    result = linter.lint(files, context=settings.context(where))
+    for checked in files:  # a file with nothing to follow is still counted
+        collected.files.setdefault(checked.display, report.FileCoverage())
+    collected.finish()
+    reason = report.understood_nothing(collected.total(), result.files_using_api, settings.profile.names)
+    render = report.render_json if output_format == "json" else report.render_text
+    sys.stdout.write(render(collected, reason, verbose))

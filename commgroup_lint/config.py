@@ -1,10 +1,13 @@
 """Configuration files: `[tool.commgroup-lint]` in `pyproject.toml`, or a `commgroup-lint.toml`.
 
-Found as ruff finds its own: from the checked paths (their common ancestor when there are
-several) upward, the first directory holding a `commgroup-lint.toml`, or a `pyproject.toml`
-with a `[tool.commgroup-lint]` table, wins (in one directory `commgroup-lint.toml` is
-preferred); `--config PATH` names the file instead. Paths in `exclude`, `extend-exclude` and
-`per-file-ignores` are relative to the directory of the file that sets them.
+Found as ruff finds its own: from a directory upward, the first one holding a
+`commgroup-lint.toml`, or a `pyproject.toml` with a `[tool.commgroup-lint]` table, wins (in one
+directory `commgroup-lint.toml` is preferred). Each checked file reports as its nearest
+configuration says (see `scopes`); the project's own settings (profiles, cache, context,
+excludes) come from the configuration found from the working directory, or from the checked
+paths when they lie outside it (`project_config`). `--config PATH` names the one file used for
+everything. Paths in `exclude`, `extend-exclude` and `per-file-ignores` are relative to the
+directory of the file that sets them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from commgroup_lint import toml
 from commgroup_lint.discovery import DEFAULT_EXCLUDE
+from commgroup_lint.files import read_text
 from commgroup_lint.model import Confidence
 from commgroup_lint.profile import Profile, ProfileError, load_profiles, parse_profile, shipped_profiles
 from commgroup_lint.rule import all_rules
@@ -71,27 +75,42 @@ _KEYS = (
 
 
 def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
-    """The configuration file that applies to `paths` (the current directory when empty)."""
+    """The configuration file nearest to `paths` (their common ancestor; the current directory
+    when empty)."""
     cwd = cwd or Path.cwd()
-    start = _common_directory([cwd / p for p in paths] or [cwd])
+    return nearest_config(_common_directory([cwd / p for p in paths] or [cwd]))
+
+
+def nearest_config(start: Path) -> Path | None:
+    """The configuration file of `start` (an absolute directory) or of its nearest ancestor."""
     for directory in (start, *start.parents):
         standalone = directory / STANDALONE
         if standalone.is_file():
             return standalone
         pyproject = directory / PYPROJECT
-        if pyproject.is_file() and SECTION in _read_toml(pyproject).get("tool", {}):
+        if pyproject.is_file() and _section(_read_toml(pyproject), pyproject) is not None:
             return pyproject
     return None
 
 
-def resolve_config(paths: Sequence[str], explicit: str | None = None) -> Config:
-    """The configuration a run uses: the file `--config` names, else the one found for `paths`,
-    else the defaults. Raises `ConfigError`."""
+def project_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
+    """The configuration of the project a run belongs to: the one found from the working
+    directory (as ruff finds its default settings), so that it does not depend on which of
+    its files are named (pre-commit passes the staged ones); from the paths' common ancestor
+    when they lie outside the working directory."""
+    cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    inside = all(_within(Path(os.path.abspath(cwd / p)), cwd) for p in paths)
+    return nearest_config(cwd) if inside else find_config(paths, cwd)
+
+
+def resolve_config(paths: Sequence[str], explicit: str | None = None, cwd: Path | None = None) -> Config:
+    """The project's configuration: the file `--config` names, else `project_config`'s (from
+    `cwd`, by default the working directory), else the defaults. Raises `ConfigError`."""
     if explicit is not None:
         if not Path(explicit).is_file():
             raise ConfigError(f"--config: file '{explicit}' does not exist")
         return load_config(Path(explicit))
-    found = find_config(paths)
+    found = project_config(paths, cwd)
     return load_config(found) if found else Config()
 
 
@@ -99,8 +118,7 @@ def load_config(path: Path) -> Config:
     """Read and check one configuration file (`pyproject.toml` or `commgroup-lint.toml`)."""
     data = _read_toml(path)
     if path.name == PYPROJECT:
-        tool = data.get("tool", {})
-        data = tool.get(SECTION, {}) if isinstance(tool, dict) else {}
+        data = _section(data, path) or {}
         prefix = "tool.commgroup-lint."
     else:
         prefix = ""
@@ -117,13 +135,39 @@ def anchor(pattern: str, root: Path) -> str:
 
 def _common_directory(paths: Iterable[Path]) -> Path:
     resolved = [Path(os.path.abspath(p)) for p in paths]
-    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    try:
+        dirs = [p if p.is_dir() else p.parent for p in resolved]
+    except OSError as err:  # a folder on the way that may not be searched
+        raise ConfigError(f"cannot look for a configuration at '{err.filename}': {err.strerror or err}; "
+                          "check the folder's permissions") from None
     return Path(os.path.commonpath([str(d) for d in dirs]))
+
+
+def _section(data: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """`[tool.commgroup-lint]` of a `pyproject.toml` (None when it has none); raises
+    `ConfigError` when `tool` or the section is not a table."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: key 'tool' must be a table ([tool]), not {_kind(tool)}")
+    section = tool.get(SECTION)
+    if section is not None and not isinstance(section, dict):
+        raise ConfigError(f"{path}: key 'tool.{SECTION}' must be a table ([tool.{SECTION}]), not {_kind(section)}")
+    return section
+
+
+def _kind(value: object) -> str:
+    """How TOML names a value's type, for messages."""
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array"}
+    return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)
+
+
+def _within(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
     try:
@@ -146,7 +190,7 @@ class _Parser:
                 hint = f"; did you mean '{key.replace('_', '-')}'?" if key.replace("_", "-") in _KEYS else ""
                 raise self.fail(key, f"unknown key (expected one of: {', '.join(_KEYS)}){hint}")
         confidence = data.get("min-confidence")
-        if confidence is not None and confidence not in {c.value for c in Confidence}:
+        if confidence is not None and (not isinstance(confidence, str) or confidence not in {c.value for c in Confidence}):
             raise self.fail("min-confidence", "must be one of: high, medium, low")
         return Config(
             min_confidence=Confidence(confidence) if confidence is not None else None,
@@ -162,7 +206,7 @@ class _Parser:
             force_exclude=self.boolean(data, "force-exclude", False),
             extend_profile=self.extend_profile(data),
             respect_gitignore=self.boolean(data, "respect-gitignore", True),
-            src=self.strings(data, "src") if "src" in data else DEFAULT_SRC,
+            src=self.src(data) if "src" in data else DEFAULT_SRC,
         )
 
     def boolean(self, data: dict[str, Any], key: str, default: bool) -> bool:
@@ -176,6 +220,18 @@ class _Parser:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(key, "must be a list of strings")
         return tuple(value)
+
+    def src(self, data: dict[str, Any]) -> tuple[str, ...]:
+        """The import roots: folders inside the project (a root outside it, `/` say, would have
+        every check walk that folder)."""
+        roots = self.strings(data, "src")
+        project = os.path.realpath(self.root)
+        for root in roots:
+            inside = os.path.realpath(self.root / root)  # a link out of the project leaves it too
+            if os.path.isabs(root) or not (inside == project or inside.startswith(project.rstrip(os.sep) + os.sep)):
+                raise self.fail("src", f"'{root}' is not inside the project ({self.root}); list import roots as "
+                                       "folders relative to this file, inside its folder")
+        return roots
 
     def codes(self, data: dict[str, Any], key: str) -> tuple[str, ...]:
         codes = tuple(c.strip().upper() for c in self.strings(data, key))
@@ -208,7 +264,8 @@ class _Parser:
         if "profile" in data:
             if not isinstance(data["profile"], str):
                 raise self.fail("profile", "must be a string")
-            names, key = (data["profile"],), "profile"
+            names: tuple[str, ...] = (data["profile"],)
+            key = "profile"
         elif "profiles" in data:
             names, key = self.strings(data, "profiles"), "profiles"
         else:
@@ -224,9 +281,11 @@ class _Parser:
         for name in self.strings(data, "profile-files"):
             path = self.root / name
             try:
-                found.append(parse_profile(toml.loads(path.read_text(encoding="utf-8")), origin=str(path)))
+                found.append(parse_profile(toml.loads(read_text(path)), origin=str(path)))
             except OSError as err:
                 raise self.fail("profile-files", f"cannot read '{path}': {err.strerror or err}") from None
+            except UnicodeDecodeError:
+                raise self.fail("profile-files", f"'{path}' is not UTF-8 text; save it as UTF-8") from None
             except toml.TOMLDecodeError as err:
                 raise self.fail("profile-files", f"'{path}' is not valid TOML: {err}") from None
             except ProfileError as err:

@@ -29,6 +29,11 @@ class PathNotFound(Exception):
     """A path given on the command line does not exist."""
 
 
+class PathUnreadable(Exception):
+    """A path given on the command line cannot be looked at (a folder on the way is not
+    searchable): (the path, why)."""
+
+
 @dataclass(frozen=True)
 class Discovered:
     path: Path
@@ -99,7 +104,11 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = DEFAULT_EXCLUDE, for
         root = Path(given)
         if not os.path.lexists(root):
             raise PathNotFound(given)
-        if root.is_dir():
+        try:
+            is_dir = root.is_dir()
+        except OSError as err:
+            raise PathUnreadable(given, err.strerror or str(err)) from None
+        if is_dir:
             for identity, item in _walk(root, given, exclude, ignore, skip):
                 found.setdefault(identity, item)
         elif not (force_exclude and is_skipped(given, exclude, ignore)):

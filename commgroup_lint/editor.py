@@ -1,7 +1,7 @@
 """Checking an editor's buffer: the text the editor holds, as the file it is said to be.
 
-The buffer is checked as `check --stdin-filename PATH --force-exclude` would check it: the
-configuration that applies to PATH, its project as context (docs/usage.md, "What a check of a
+The buffer is checked as `check --stdin-filename PATH --force-exclude` run in the editor's
+workspace folder would check it: the configuration nearest to PATH, its project as context (docs/usage.md, "What a check of a
 few files sees"), the same cache; a file the configuration excludes, or git ignores, gets no
 findings.
 """
@@ -28,10 +28,11 @@ class Checked:
     result: LintResult
 
 
-def check_buffer(path: str, text: str) -> Checked:
-    """The findings in `text`, the content of the file at `path` (absolute) in an editor.
-    Raises `ConfigError` or `ProfileError` for a bad configuration."""
-    settings = Settings.resolve(resolve_config([path]), [path])
+def check_buffer(path: str, text: str, workspace: str | None = None) -> Checked:
+    """The findings in `text`, the content of the file at `path` (absolute) in an editor whose
+    workspace folder (the working directory of a `check` there) is `workspace`. Raises
+    `ConfigError` or `ProfileError` for a bad configuration."""
+    settings = Settings.resolve(resolve_config([path], cwd=Path(workspace) if workspace else None), [path])
     if settings.skips(path):
         return Checked(text, None, LintResult())
     display = display_name(path)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from commgroup_lint import suppressions
 from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.lower_ast import MAX_NESTING
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.summaries import (
@@ -38,7 +39,7 @@ from commgroup_lint.analysis.summaries import (
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
-from commgroup_lint.model import Confidence, Finding, RuleSelection
+from commgroup_lint.model import Confidence, FileScope, Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
 from commgroup_lint.rule import FileContext, Rule, all_rules
@@ -67,16 +68,21 @@ class LintResult:
 
 
 class Linter:
-    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),
+    def __init__(self, profile: Profile, selection: RuleSelection = RuleSelection(),  # noqa: B008 (frozen)
                  per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (), gate: bool = True,
                  cache: Cache | None = None, frontend: str = "ast",
                  min_confidence: Confidence = Confidence.MEDIUM,
-                 observer: Callable[[FileContext], None] | None = None) -> None:
+                 observer: Callable[[FileContext], None] | None = None,
+                 scopes: Mapping[str, FileScope] | None = None) -> None:
         self.api = Api(profile)
         self.recorder = Recorder(self.api)
         self.selection = selection
         self.per_file_ignores = per_file_ignores  # (anchored glob, codes), see config.Config
-        self.rules: list[Rule] = [r() for r in all_rules().rules if selection.enabled(r.code)]
+        # Files reporting as another configuration says than the run's (see `scopes`): their
+        # checks are neither taken from the cache nor written to it, whose key is the run's.
+        self.scopes: Mapping[str, FileScope] = scopes or {}
+        selections = [selection, *(s.selection for s in self.scopes.values())]
+        self.rules: list[Rule] = [r() for r in all_rules().rules if any(s.enabled(r.code) for s in selections)]
         self._gate = _word_pattern(self._gate_words())
         self._index: SummaryIndex | None = None
         self.gate = gate  # False: parse and analyse every file, even those naming no allocator (robustness runs)
@@ -84,6 +90,7 @@ class Linter:
         self.frontend = frontend  # the parser that builds the IR: "ast" (fast) or "cst" (libcst, the reference)
         self.min_confidence = min_confidence  # findings less sure than this are not reported
         self.observer = observer  # sees every analysed file's facts (the `sites` inventory); needs no cache
+        self.root: str | None = None  # the project root: paths in messages are relative to it (see `rule`)
 
     def cache_settings(self) -> tuple[object, ...]:
         """What, besides the tool's own source, decides a cached result."""
@@ -119,8 +126,14 @@ class Linter:
 
     def enabled_for(self, display: str) -> Callable[[str], bool]:
         """Whether a code is reported in one file: selected, and not ignored there by per-file-ignores."""
-        ignored = tuple(c for pattern, codes in self.per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
-        return lambda code: self.selection.enabled(code) and not any(code.startswith(i) for i in ignored)
+        scope = self.scopes.get(display)
+        selection, per_file_ignores = (scope.selection, scope.per_file_ignores) if scope else (self.selection, self.per_file_ignores)
+        ignored = tuple(c for pattern, codes in per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
+        return lambda code: selection.enabled(code) and not any(code.startswith(i) for i in ignored)
+
+    def min_confidence_for(self, display: str) -> Confidence:
+        scope = self.scopes.get(display)
+        return scope.min_confidence if scope else self.min_confidence
 
     def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None,
              context: Iterable[Discovered] = ()) -> LintResult:
@@ -206,8 +219,9 @@ class Linter:
         gone = bool(old.keys() - seen)
         self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo, resume=not changed and not gone)
         words = self._gate_words()
-        mentions(mentions.texts, words)  # all files at once, before asking file by file
-        gate = {f.display: not self.gate or bool(mentions([f.display], words)) for f in checked if f.reported}
+        mentions(mentions.texts, words)  # all files at once: each record holds what its file names
+        named = mentions([f.display for f in checked if f.reported], words) if self.gate else set()
+        gate = {f.display: not self.gate or f.display in named for f in checked if f.reported}
         usable = {f.display: cached for f in checked if f.display in gate
                   and (cached := self._cached_check(f, gate[f.display])) is not None}
         checks = self._checks([f for f in checked if gate.get(f.display) and f.display not in usable])
@@ -215,11 +229,13 @@ class Linter:
             display = file.display
             if not file.reported:  # context: what the index learnt is recorded, its old check kept
                 if caching:
-                    records.append((display, self._record(file, mentions, file.record and file.record.result, started)))
+                    records.append((display, self._record(file, mentions, file.record.result if file.record else None,
+                                                          started)))
                 continue
             gated = gate[display]
             result.files_using_api += gated
             cached = usable.get(display)
+            check: CheckResult | None
             if cached is not None:
                 findings, check = _named(cached.findings, display), cached
             else:
@@ -229,8 +245,9 @@ class Linter:
                 result.internal_errors += errors
                 findings = suppressions.apply(source.text, display, [o for o in outcomes if isinstance(o, Finding)],
                                               self.enabled_for(display), source.utf8)
-                check = None if errors else CheckResult(gated, tuple(findings), log)
-            findings = [f for f in findings if f.confidence.at_least(self.min_confidence)]
+                check = None if errors or display in self.scopes else CheckResult(gated, tuple(findings), log)
+            least = self.min_confidence_for(display)
+            findings = [f for f in findings if f.confidence.at_least(least)]
             result.findings += findings
             if findings:
                 result.sources[display] = file.source.text
@@ -252,7 +269,7 @@ class Linter:
 
     def _cached_check(self, file: _File, gated: bool) -> CheckResult | None:
         """The cache's check of the file, if it still holds (same gate, same answers)."""
-        cached = file.record.result if file.record is not None else None
+        cached = file.record.result if file.record is not None and file.display not in self.scopes else None
         if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
             return cached
         return None
@@ -309,20 +326,24 @@ class Linter:
         functions = None
         index = self._index
         same = index is not None and source.display in index.sources and _same_text(index.sources[source.display], source)
-        if same:
+        if same and index is not None:
             analysis = index.current(source.display)
             if analysis is not None and analysis.facts is not None:  # the index's own, still valid: reuse it
                 indexed, functions = index.module(source.display), analysis.facts
                 log.update(merged(log, analysis.lookups))
         if indexed is None:
             try:
-                if same:
+                if same and index is not None:
                     indexed = index.module(source.display)
                 else:  # not indexed, or a fix changed it
                     indexed = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
             except ParseFailure as failure:
                 yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
                 return
+        for lost in indexed.module.too_deep:
+            yield from self._unreadable(source.display, f"function `{lost.name}` nested too deeply to analyse (more than "
+                                        f"{MAX_NESTING} levels); the rest of the file was checked",
+                                        lost.span.line, lost.span.col + 1)
         with self.recorder.recording(log):
             if functions is None:
                 try:
@@ -333,7 +354,7 @@ class Linter:
                 except Exception as err:  # noqa: BLE001 - reported, never shown as a traceback
                     yield InternalError(source.display, "analysis", f"{type(err).__name__}: {err}")
                     return
-            ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api)
+            ctx = FileContext(source, indexed.module, indexed.imports, functions, self.api, self.root)
             outcomes: list[Finding | InternalError] = []
             for rule in self.rules:
                 try:
@@ -345,7 +366,7 @@ class Linter:
         yield from outcomes
 
     def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> list[Finding]:
-        if self.selection.enabled(UnreadableFile.code):
+        if any(r.code == UnreadableFile.code for r in self.rules):  # filtered by the file's scope after
             return [UnreadableFile.report(display, reason, line, column)]
         return []
 
@@ -354,10 +375,15 @@ class Mentions:
     """Which gate words each file names as a whole word, searched for once per word.
 
     Each word is a substring search in each file's UTF-8 bytes (as read: no copy), far cheaper
-    than a regular expression per file; a hit is confirmed as a whole word (`\\bword\\b`). What
+    than a regular expression per file; a hit is confirmed as a whole word (`\\bword\\b`). Many
+    words at once (each helper of a large tree is one) are found instead by splitting each file
+    into its identifiers once, so that the cost follows the text, not words times files. What
     an unchanged file was found to name in the last run (`known`, from the cache) is not
     searched again. A word with `anchors` counts only in a file that names one of them too
     (`rendezvous` beside `_symmetric_memory`).
+
+    The sets of words each file was searched for are shared between files (most files were
+    searched for the same words): a question costs one pass over the files, not one per word.
     """
 
     def __init__(self, texts: Mapping[str, str | bytes],
@@ -366,49 +392,67 @@ class Mentions:
         self.texts = texts  # str, or UTF-8 bytes (`SourceFile.utf8`)
         self.anchors = anchors or {}
         known = known or {}
-        self.checked: dict[str, set[str]] = {d: set(known[d][0]) if d in known else set() for d in texts}
-        self.found: dict[str, set[str]] = {d: set(known[d][1]) if d in known else set() for d in texts}
         self._interned: dict[frozenset[str], frozenset[str]] = {}
+        self.checked: dict[str, frozenset[str]] = {d: self._intern(known[d][0] if d in known else frozenset())
+                                                   for d in texts}
+        self.found: dict[str, set[str]] = {d: set(known[d][1]) if d in known else set() for d in texts}
 
     def __call__(self, displays: Iterable[str], words: Iterable[str]) -> set[str]:
         """Those of `displays` that name one of `words`. A word is searched for in every file
         not searched for it yet, at once: each word costs one pass over the text."""
         words = set(words)
         displays = list(displays)
-        wanted = words.union(*(self.anchors.get(w, ()) for w in words))
-        if any(not wanted <= self.checked[d] for d in displays):
-            todo: dict[frozenset[str], list[str]] = {}
+        wanted = frozenset(words.union(*(self.anchors.get(w, ()) for w in words)))
+        asked = {self.checked[d] for d in displays}  # a few shared sets
+        if any(not wanted <= checked for checked in asked):
+            by_checked: dict[frozenset[str], list[str]] = {}
             for d, checked in self.checked.items():
-                missing = wanted - checked
-                if missing:
-                    todo.setdefault(frozenset(missing), []).append(d)
+                by_checked.setdefault(checked, []).append(d)
+            todo = {checked: wanted - checked for checked in by_checked if not wanted <= checked}
             # one pass for all: a word searched again in a file gives the same answer
-            self._scan([d for group in todo.values() for d in group], frozenset().union(*todo))
+            self._scan([d for checked in todo for d in by_checked[checked]], frozenset().union(*todo.values()))
         return {d for d in displays if self._names(self.found[d], words)}
+
+    def _intern(self, words: frozenset[str]) -> frozenset[str]:
+        return self._interned.setdefault(words, words)
 
     def _names(self, found: set[str], words: set[str]) -> bool:
         anchors = self.anchors
         return any(w not in anchors or not found.isdisjoint(anchors[w]) for w in found.intersection(words))
 
     def known(self, display: str) -> tuple[frozenset[str], frozenset[str]]:
-        checked = frozenset(self.checked[display])
-        checked = self._interned.setdefault(checked, checked)  # one copy in the cache file
-        return checked, frozenset(self.found[display])
+        return self.checked[display], frozenset(self.found[display])  # the checked set shared: one copy in the cache file
 
     def _scan(self, displays: list[str], words: frozenset[str]) -> None:
         needles = [(word, word.encode()) for word in words]
+        by_token = {needle: word for word, needle in needles if _IDENTIFIER.fullmatch(needle)}
+        if len(by_token) < _TOKENIZE_FROM:
+            by_token = {}
+        searched = [(word, needle) for word, needle in needles if needle not in by_token]
 
         def search(part: Sequence[str]) -> list[list[str]]:
             out = []
             for d in part:
                 text = self.texts[d]
                 data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-                out.append([word for word, needle in needles if needle in data and _names_word(data, needle)])
+                named = [word for word, needle in searched if needle in data and _names_word(data, needle)]
+                if by_token:  # a whole word is a whole ASCII identifier; a hit next to a non-ASCII letter is confirmed
+                    hits = by_token.keys() & set(_IDENTIFIER.findall(data))
+                    named += [by_token[n] for n in hits if data.isascii() or _names_word(data, n)]
+                out.append(named)
             return out
 
+        grown: dict[frozenset[str], frozenset[str]] = {}
         for d, named in zip(displays, in_halves(displays, search)):
             self.found[d].update(named)
-            self.checked[d] |= words
+            old = self.checked[d]
+            if old not in grown:
+                grown[old] = self._intern(old | words)
+            self.checked[d] = grown[old]
+
+
+_IDENTIFIER = re.compile(rb"[A-Za-z0-9_]+")
+_TOKENIZE_FROM = 64  # words at once from which splitting each file into identifiers is cheaper
 
 
 def _names_word(data: bytes, needle: bytes) -> bool:
@@ -467,15 +511,15 @@ def _named(findings: Iterable[Finding], display: str) -> list[Finding]:
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while linting: the IR and facts are large, acyclic
     and alive until the end, and the collector's full passes over them cost more than half of
-    a cold run. Reference counting still frees everything as usual. What the run made is
-    frozen before the collector comes back, so its first pass does not scan it all."""
+    a cold run. Reference counting still frees everything as usual. Nothing is frozen here: a
+    long-lived process (the language server) must get its garbage back; a one-shot command
+    may freeze what it keeps until it exits (`cli`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            gc.freeze()
             gc.enable()
 
 
@@ -538,7 +582,7 @@ class _LazyModuleSource(ModuleSource):
         object.__setattr__(self, "digest", file.digest)
         object.__setattr__(self, "file", file)
 
-    @property  # type: ignore[override]
+    @property
     def text(self) -> str:
         return self.file.source.text  # type: ignore[attr-defined]
 

@@ -1,7 +1,8 @@
 """Applying fixes: all of a file's fixes in one pass, overlapping ones left for the next
 pass, re-checked until stable; a fix that does not remove its finding, and a result that
 does not parse, are reverted and reported.
-Files are written atomically, and never over a file that changed since it was read."""
+Files are written atomically, never over a file that changed since it was read, and never
+through a link out of the project (see `write`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import difflib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from commgroup_lint.engine import Linter, LintResult
-from commgroup_lint.files import write_atomically
+from commgroup_lint.files import ChangedOnDisk, WriteRefused, replace_file, within
 from commgroup_lint.model import Applicability, Edit, Finding, Fix
 from commgroup_lint.source import SourceFile
+from commgroup_lint.terminal import printable
 
 MAX_PASSES = 8
 
@@ -126,24 +129,42 @@ def _fix_file(linter: Linter, original: SourceFile, findings: list[Finding], uns
     return current, held
 
 
-def write(report: FixReport) -> None:
-    """Write the fixed files; a file changed on disk since it was read is left alone."""
+def write(report: FixReport, root: Path | None = None) -> None:
+    """Write the fixed files. A file is left alone, and reported, when it changed on disk since
+    it was read (even while being written), when writing it would lose its owner, hard links
+    or extended attributes, when it is read-only, or when it is a symbolic link whose target
+    lies outside the project (`root`; without one, outside the link's own directory)."""
     written = []
     for fixed in report.files:
         path = fixed.source.path
+        outside = _outside_target(path, root)
+        if outside is not None:
+            report.failures.append((fixed.source.display, f"is a symbolic link to {outside}, outside the project; "
+                                    "not written (fix the target where it lives)"))
+            continue
         try:
-            if path.read_bytes() != fixed.source.raw:
-                report.failures.append((fixed.source.display, "changed on disk since it was read; not written"))
-                continue
-            write_atomically(path, fixed.source.encode(fixed.text))
+            replace_file(Path(os.path.realpath(path)), fixed.source.encode(fixed.text), expected=fixed.source.raw)
             written.append(fixed)
+        except (ChangedOnDisk, WriteRefused) as err:
+            report.failures.append((fixed.source.display, f"{err.strerror}; not written"))
         except OSError as err:
             report.failures.append((fixed.source.display, f"cannot be written: {err.strerror or err}"))
     report.files = written
 
 
+def _outside_target(path: Path, root: Path | None) -> str | None:
+    """Where `path` leads, when a symbolic link takes it out of its tree; else None."""
+    lexical, real = os.path.abspath(path), os.path.realpath(path)
+    if real == lexical:
+        return None
+    tree = root if root is not None and within(lexical, os.path.abspath(root)) else os.path.dirname(lexical)
+    return None if within(real, os.path.realpath(tree)) else real
+
+
 def unified_diff(fixed: FixedFile) -> str:
-    name = fixed.source.display
+    """The fix as a unified diff; the name in its headers shown with `terminal.printable` (a
+    newline in it would end the header, an escape code reach the terminal)."""
+    name = printable(fixed.source.display)
     before, after = (name, name) if os.path.isabs(name) else (f"a/{name}", f"b/{name}")
     return "".join(difflib.unified_diff(
         fixed.source.text.splitlines(keepends=True), fixed.text.splitlines(keepends=True), fromfile=before, tofile=after,

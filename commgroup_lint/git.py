@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from commgroup_lint.files import TEXT_LIMIT, read_regular
+
 if TYPE_CHECKING:
     import pathspec
 
@@ -99,9 +101,8 @@ class IgnoreRules:
 
 def _read(path: str) -> pathspec.GitIgnoreSpec | None:
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
-            lines = handle.read().splitlines()
-    except OSError:  # absent (the usual case), a directory, unreadable: no patterns
+        lines = read_regular(path, TEXT_LIMIT).decode("utf-8", errors="surrogateescape").splitlines()
+    except OSError:  # absent (the usual case), a directory, a FIFO, too large, unreadable: no patterns
         return None
     import pathspec  # only in a git work tree that has ignore files
 
@@ -112,14 +113,15 @@ def _read(path: str) -> pathspec.GitIgnoreSpec | None:
 def _global_excludes(root: str) -> pathspec.GitIgnoreSpec | None:
     """The user's global excludes: `core.excludesFile` as git resolves it for this work tree
     (one `git config` call per run), else git's default, `$XDG_CONFIG_HOME/git/ignore`."""
-    import shutil  # here: subprocess costs a fiftieth of a one-file run to import
-    import subprocess
+    import subprocess  # here: subprocess costs a fiftieth of a one-file run to import
 
     configured = None
-    if shutil.which("git") is not None:
+    git = _git_executable()
+    if git is not None:
         try:
-            done = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], cwd=root,
-                                  capture_output=True, text=True, timeout=10)
+            done = subprocess.run([git, *SAFE_OPTIONS, "config", "--path", "--get", "core.excludesFile"], cwd=root,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10,
+                                  env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
             configured = done.stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             configured = None
@@ -127,3 +129,17 @@ def _global_excludes(root: str) -> pathspec.GitIgnoreSpec | None:
         config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         configured = os.path.join(config_home, "git", "ignore")
     return _read(str(Path(configured).expanduser()))
+
+
+SAFE_OPTIONS = ("--no-pager", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+"""Before every git command run in a checked work tree: its `.git/config` is the repository's,
+so nothing it names may run (`git config --get` runs none of these; they guard a later command)."""
+
+
+def _git_executable() -> str | None:
+    """git's absolute path, searched only in the absolute entries of `PATH`: a relative entry
+    (`.`, or an empty one) would find a `git` that the checked repository ships."""
+    import shutil
+
+    search = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p))
+    return shutil.which("git", path=search) if search else None

@@ -100,3 +100,13 @@ class RuleSelection:
         return any(code.startswith(s) for s in self.select) and not any(
             code.startswith(i) for i in self.ignore
         )
+
+
+@dataclass(frozen=True)
+class FileScope:
+    """What decides which of a file's findings are reported (its nearest configuration's
+    selection with the command line's on top; see `scopes`)."""
+
+    selection: RuleSelection
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...]  # (anchored glob, codes), see config.Config
+    min_confidence: Confidence

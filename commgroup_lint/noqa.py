@@ -3,8 +3,9 @@ that a team can turn rules on at once and fix the backlog over time.
 
 A finding gets `# commgroup-lint: ignore[CODE]` where `suppressions` reads it as covering the
 finding: at the end of the finding's own line or, when that line ends inside a string or a
-backslash continuation, at the end of the first line of its statement (which covers the whole
-statement). A directive already on that line gets the new codes added; another comment is kept
+backslash continuation, at the end of the first line of its statement, else of its last line
+(either covers the whole statement). Lines are counted as the parser counts them (a lone CR
+ends one), so CR-only files and a CR inside a string place the comment where the finding is. A directive already on that line gets the new codes added; another comment is kept
 and the directive follows it. A file that cannot be read (CGL000) and findings about
 suppressions themselves (CGL100, CGL101) get none.
 """
@@ -21,29 +22,32 @@ from commgroup_lint.fixer import FixedFile, FixReport
 from commgroup_lint.model import Finding
 from commgroup_lint.rules.cgl000_unreadable_file import UnreadableFile
 from commgroup_lint.source import SourceError, line_starts, read_source
-from commgroup_lint.suppressions import DIRECTIVE, SELF_CODES, layout
+from commgroup_lint.suppressions import DIRECTIVE, SELF_CODES, layout, statement_ends
 
 NOT_SUPPRESSED = frozenset({UnreadableFile.code, *SELF_CODES})
+UNPLACED = "no line of its statement can take a comment: Python's tokenizer cannot read the file that far"
+"""Why a finding got no comment: every statement the tokenizer reads ends on a line that can take one."""
 
 
 @dataclass
 class Suppressed:
     text: str  # the file with the comments
     comments: int  # lines that got a directive or more codes in one
-    unplaced: list[Finding] = field(default_factory=list)  # no line can take a comment for these
+    unplaced: list[Finding] = field(default_factory=list)  # no line can take a comment for these (see UNPLACED)
 
 
 def add_suppressions(text: str, findings: Iterable[Finding]) -> Suppressed:
     """`text` with a directive covering each of `findings` (those of one file)."""
     lines = layout(text)
+    ends = statement_ends(lines.statement_start)
     codes: dict[int, set[str]] = {}
     unplaced = []
     for f in findings:
         if f.code in NOT_SUPPRESSED:
             continue
         line = f.start.line
-        if line not in lines.open_ends:
-            line = lines.statement_start.get(line, line)
+        start = lines.statement_start.get(line, line)
+        line = next((c for c in (line, start, ends.get(start, start)) if c in lines.open_ends), line)
         if line in lines.open_ends:
             codes.setdefault(line, set()).add(f.code)
         else:

@@ -13,7 +13,10 @@ import ast
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.lower_ast import lower_ast
 
-MAX_NESTING = 300  # expression/statement depth beyond which a file is reported, not analysed
+MAX_NESTING = 300
+"""Tree depth beyond which libcst (`--frontend cst`) is not given the file: it is reported. Each
+`elif` counts here, as libcst nests it in its `if` and overflows on long chains; the ast front
+end counts real nesting (see `lower_ast.MAX_NESTING`)."""
 
 
 class ParseFailure(Exception):
@@ -30,8 +33,10 @@ def parse_python(text: str, display: str) -> ast.Module:
         return ast.parse(text, filename=display)
     except SyntaxError as err:
         raise ParseFailure(f"syntax error: {err.msg}", err.lineno or 1, (err.offset or 0) or 1) from None
-    except (RecursionError, MemoryError):
+    except RecursionError:
         raise ParseFailure("nested too deeply for the Python parser") from None
+    except MemoryError:  # CPython's parser says so when its stack is full, or when memory is
+        raise ParseFailure("the Python parser ran out of memory (its stack, on deep nesting, or the process's)") from None
     except ValueError as err:
         raise ParseFailure(f"cannot be parsed: {err}") from None
 

@@ -153,11 +153,11 @@ class Profile:
     def merged(self, other: Profile, pin: bool = False) -> Profile:
         """This profile extended (and overridden, entry by entry) by `other`; with `pin`, the
         other's entries are the user's (a scanned definition of the same name never replaces them)."""
-        dicts = {
+        dicts: dict[str, Any] = {  # Profile's keyword arguments: its tables, merged
             f.name: {**getattr(self, f.name), **getattr(other, f.name)}
             for f in fields(Profile) if isinstance(getattr(self, f.name), dict)
         }
-        sets = {
+        sets: dict[str, Any] = {
             f.name: getattr(self, f.name) | getattr(other, f.name)
             for f in fields(Profile) if isinstance(getattr(self, f.name), frozenset) and f.name != "pinned"
         }

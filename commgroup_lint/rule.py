@@ -7,6 +7,7 @@ recorded for the file, so every rule runs in the one batched pass.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from commgroup_lint.model import Binding, Confidence, Finding, Fix, Position, Se
 
 if TYPE_CHECKING:
     from commgroup_lint.analysis.api import Api
-    from commgroup_lint.analysis.facts import Allocation, FunctionFacts
+    from commgroup_lint.analysis.facts import Allocation, Consumption, FunctionFacts
     from commgroup_lint.analysis.names import ImportTable
     from commgroup_lint.source import SourceFile
 
@@ -50,6 +51,13 @@ class FileContext:
     imports: ImportTable
     functions: list[FunctionFacts]
     api: Api
+    root: str | None = None  # the project root (absolute): where paths in messages are relative to
+
+    def where(self, location: str) -> str:
+        """`path:line` (another file's, as the analysis names it: `./pkg/a.py`, absolute from a
+        subdirectory) as a message shows it: relative to the project root, as SARIF and CI
+        annotations show a finding's path, whatever directory the run started in."""
+        return relative_location(location, self.root)
 
     def finding(self, rule: type[Rule], span: ir.Span, message: str, fix: Fix | None = None, *,
                 condition: str | None = None, confidence: Confidence = Confidence.HIGH,
@@ -75,6 +83,46 @@ class FileContext:
             path, _, line = where.rpartition(":")
             return Binding(path, int(line))
         return Binding(self.source.display, allocation.call.span.line)
+
+
+def relative_location(location: str, root: str | None) -> str:
+    """`location` (`path:line`) with its path relative to `root` when inside it, else as given
+    (normalised: no `./`)."""
+    path, sep, line = location.rpartition(":")
+    if not sep or not line.isdigit():
+        return location
+    absolute = os.path.abspath(path)
+    if root is not None and os.path.commonpath([absolute, root]) == root:
+        path = os.path.relpath(absolute, root)
+    else:
+        path = os.path.normpath(path)
+    return f"{path.replace(os.sep, '/')}:{line}"
+
+
+def reached(consumption: Consumption, groups: str) -> str:
+    """The consumer as a reader finds it on its line: "`attn_tp_all_gather_into_tensor` on group
+    attn_tp at line 8", or, when the call there is a helper running the collective inside it,
+    "`all_gather_attn_tp` at line 8, whose `all_gather_into_tensor` runs on group attn_tp"."""
+    line, called = consumption.call.span.line, _call_name(consumption.call)
+    if called is None or called == consumption.collective:
+        return f"`{consumption.collective}` on group {groups} at line {line}"
+    return f"`{called}` at line {line}, whose `{consumption.collective}` runs on group {groups}"
+
+
+def consumer_site(consumption: Consumption) -> str:
+    """"`dp_gather_partial` at line 24", or "`helper` at line 8 (its `all_reduce`)"."""
+    line, called = consumption.call.span.line, _call_name(consumption.call)
+    if called is None or called == consumption.collective:
+        return f"`{consumption.collective}` at line {line}"
+    return f"`{called}` at line {line} (its `{consumption.collective}`)"
+
+
+def _call_name(call: ir.Call) -> str | None:
+    """The name a reader sees called (`dp_gather_partial`, `group.all_reduce` -> `all_reduce`)."""
+    func = call.func
+    if isinstance(func, ir.Name):
+        return func.id
+    return func.attr if isinstance(func, ir.Attr) else None
 
 
 class Rule:

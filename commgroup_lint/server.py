@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Sequence
 
 from lsprotocol import types
+from pygls import uris
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.position_codec import PositionCodec, ServerTextPosition
 
@@ -74,7 +76,7 @@ class CommgroupServer(LanguageServer):
         used is shown to the user (once, until it changes) instead of raised."""
         path = self.workspace.get_text_document(uri).path
         async with self._lock:
-            checked, problem = await asyncio.to_thread(_check, uri, path, text)
+            checked, problem = await asyncio.to_thread(_check, uri, path, text, self.folder_of(path))
         if problem is not None and self._problems.get(uri) != problem:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, problem))
         if problem is None:
@@ -92,13 +94,19 @@ class CommgroupServer(LanguageServer):
     def positions(self, text: str) -> Positions:
         return Positions(text, self.workspace.position_codec)
 
+    def folder_of(self, path: str | None) -> str | None:
+        """The innermost workspace folder holding `path` (the editor's project), else the root."""
+        folders = [p for f in self.workspace.folders.values() if (p := uris.to_fs_path(f.uri)) is not None]
+        holding = [f for f in folders if path is not None and os.path.commonpath([f, path]) == f]
+        return max(holding, key=len, default=self.workspace.root_path)
 
-def _check(uri: str, path: str | None, text: str) -> tuple[Checked, str | None]:
+
+def _check(uri: str, path: str | None, text: str, folder: str | None) -> tuple[Checked, str | None]:
     """The check of a buffer, or no findings and what the user should be told."""
     try:
         if path is None:
             raise ConfigError(f"{uri}: not a file on this machine")
-        return check_buffer(path, text), None
+        return check_buffer(path, text, folder), None
     except (ConfigError, ProfileError) as err:
         problem = f"commgroup-lint: {err}"
     except Exception as err:  # noqa: BLE001 - a bug: shown, and the server keeps serving
@@ -217,7 +225,7 @@ def _replacement(old: str, new: str) -> Edit:
     return Edit(prefix, len(old) - suffix, new[prefix:len(new) - suffix])
 
 
-def _asks(only: list[str], kind: str) -> bool:
+def _asks(only: Sequence[str], kind: str) -> bool:
     """Whether a request limited to the kinds `only` wants actions of `kind` (kinds nest by dots)."""
     return any(kind == o or kind.startswith(f"{o}.") for o in only)
 

@@ -2,11 +2,12 @@
 
 The command line and the language server both go through `Settings`, so an editor sees the
 findings `check` prints: the same selection, profile, excludes, project context and cache.
+Each file reports as its nearest configuration says (see `scopes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +16,10 @@ from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import Discovered, discover, is_skipped
 from commgroup_lint.engine import Linter, LintResult
 from commgroup_lint.git import IgnoreRules
-from commgroup_lint.model import Confidence, RuleSelection
-from commgroup_lint.options import resolve_selection
+from commgroup_lint.model import Confidence, FileScope, RuleSelection
 from commgroup_lint.profile import Profile
 from commgroup_lint.project import context_files, import_roots, project_root
+from commgroup_lint.scopes import SelectionOptions, scopes_of
 
 
 def profile_names(option: str | None) -> list[str] | None:
@@ -39,6 +40,8 @@ class Settings:
     frontend: str = "ast"
     cache: bool = True
     min_confidence: Confidence = Confidence.MEDIUM
+    options: SelectionOptions = SelectionOptions()  # the command line's, applied to every file's configuration
+    per_file: bool = True  # False: `--config` names the configuration of every file
 
     @classmethod
     def resolve(cls, config: Config, paths: Sequence[str], *, select: tuple[str, ...] = (),
@@ -46,21 +49,25 @@ class Settings:
                 exclude: tuple[str, ...] | None = None, extend_exclude: tuple[str, ...] = (),
                 force_exclude: bool | None = None, respect_gitignore: bool | None = None,
                 profile: str | None = None, frontend: str = "ast", cache: bool = True,
-                min_confidence: Confidence | None = None) -> Settings:
+                min_confidence: Confidence | None = None, per_file: bool = True) -> Settings:
         """`config` overridden by what was given (None or empty: not given); `profile` names
         shipped profiles, comma-separated. Raises `ProfileError` for an unknown profile."""
         names = profile_names(profile)
+        options = SelectionOptions(select, extend_select, ignore, min_confidence)
+        own = options.scope(config)
         return cls(
             config=config,
             profile=configured_profile(config, names),
-            selection=resolve_selection(config, select, extend_select, ignore),
+            selection=own.selection,
             exclude=(exclude if exclude is not None else config.exclude) + config.extend_exclude + extend_exclude,
             force_exclude=config.force_exclude if force_exclude is None else force_exclude,
             respect_gitignore=config.respect_gitignore if respect_gitignore is None else respect_gitignore,
             root=project_root(config, paths),
             frontend=frontend,
             cache=cache,
-            min_confidence=min_confidence or config.min_confidence or Confidence.MEDIUM,
+            min_confidence=own.min_confidence,
+            options=options,
+            per_file=per_file,
         )
 
     def discover(self, paths: Sequence[str]) -> list[Discovered]:
@@ -79,15 +86,21 @@ class Settings:
         roots = import_roots(self.root, self.config.src)
         return context_files(roots, paths, self.exclude, self.respect_gitignore)
 
-    def linter(self) -> Linter:
+    def scopes(self, files: Sequence[Discovered]) -> dict[str, FileScope]:
+        """The files whose nearest configuration is not the project's, with their scopes.
+        Raises `ConfigError`."""
+        return scopes_of((f.display for f in files), self.config, self.options) if self.per_file else {}
+
+    def linter(self, scopes: dict[str, FileScope] | None = None) -> Linter:
         linter = Linter(self.profile, self.selection, per_file_ignores=self.config.per_file_ignores,
-                        frontend=self.frontend, min_confidence=self.min_confidence)
+                        frontend=self.frontend, min_confidence=self.min_confidence, scopes=scopes or {})
+        linter.root = str(self.root) if self.root is not None else None
         if self.cache:
             linter.cache = Cache(cache_directory(self.root), cache_key(*linter.cache_settings()))
         return linter
 
-    def lint(self, paths: Sequence[str], files: Sequence[Discovered],
-             progress: Callable[[], None] | None = None) -> tuple[Linter, LintResult]:
-        """Check `files` (found under `paths`) with the rest of the project as context."""
-        linter = self.linter()
-        return linter, linter.lint(files, progress, context=self.context(paths))
+    def lint(self, paths: Sequence[str], files: Sequence[Discovered]) -> tuple[Linter, LintResult]:
+        """Check `files` (found under `paths`) with the rest of the project as context, each
+        reporting as its nearest configuration says. Raises `ConfigError`."""
+        linter = self.linter(self.scopes(files))
+        return linter, linter.lint(files, context=self.context(paths))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import codecs
 import io
-import os
 import re
 import tokenize
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+
+from commgroup_lint.files import SOURCE_LIMIT, FileTooLarge, NotRegularFile, read_regular
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -68,8 +69,16 @@ class SourceFile:
         return "\r\n" if "\r\n" in self.text else "\n"
 
 
+def too_large(limit: int) -> str:
+    """CGL000's reason for a file over the size limit (the language server's too)."""
+    return f"too large to check (over the {limit >> 20} MiB limit for one file); exclude it or split it"
+
+
 def decode(raw: bytes) -> tuple[str, str]:
-    """Decode source bytes; returns (text, encoding)."""
+    """Decode source bytes; returns (text, encoding). A file over `SOURCE_LIMIT` is refused here,
+    where every source passes (files, stdin, editor buffers), before anything parses it."""
+    if len(raw) > SOURCE_LIMIT:
+        raise SourceError(too_large(SOURCE_LIMIT))
     if b"\x00" in raw:
         raise SourceError("binary file (contains NUL bytes); not Python source")
     try:
@@ -93,32 +102,21 @@ def decode(raw: bytes) -> tuple[str, str]:
 def read_bytes(path: Path) -> bytes:
     """The file's bytes; raises `SourceError` saying why they cannot be read."""
     try:
-        return _read(path)
+        return read_regular(path, SOURCE_LIMIT)
     except FileNotFoundError:
         if path.is_symlink():
             raise SourceError("broken symbolic link (its target does not exist)") from None
         raise SourceError("file disappeared while the run was in progress") from None
-    except IsADirectoryError:
-        raise SourceError("is a directory, not a file") from None
+    except NotRegularFile as err:
+        if err.kind == "a directory":
+            raise SourceError("is a directory, not a file") from None
+        raise SourceError(f"is {err.kind}, not a regular file; not read") from None
+    except FileTooLarge as err:
+        raise SourceError(too_large(err.limit)) from None
     except PermissionError:
         raise SourceError("permission denied; make the file readable or exclude it") from None
     except OSError as err:
         raise SourceError(f"cannot be read: {err.strerror or err}") from None
-
-
-def _read(path: Path) -> bytes:
-    """`path.read_bytes()` without a buffered file object: one `read` of the size `fstat`
-    gives (and more while there is more), about half the time for a tree of small files."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        size = os.fstat(fd).st_size
-        parts = [os.read(fd, size + 1 if size else 1 << 16)]
-        if len(parts[0]) != size or not size:  # a short read, grown since, or a size the system does not know
-            while more := os.read(fd, 1 << 20):
-                parts.append(more)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-    finally:
-        os.close(fd)
 
 
 def read_source(path: Path, display: str) -> SourceFile:

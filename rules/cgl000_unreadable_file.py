@@ -2,7 +2,9 @@
 ## What it finds
 A file that commgroup-lint cannot check: it does not parse as Python, is not valid in its
 declared encoding (UTF-8 unless a PEP 263 coding line or a BOM says otherwise), is binary,
-nests too deeply for the parser, or cannot be read.
+nests too deeply for the parser, cannot be read, is not a regular file (a FIFO or a device
+named `*.py` is never read, so it cannot hang a run), or is too large to check (over 4 MiB:
+parsing takes about 500 times a file's size in memory).
 
 ## Why it matters
 A file that cannot be read is a file whose group bugs go unseen. The finding names the file

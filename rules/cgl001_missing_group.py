@@ -28,7 +28,7 @@ from collections.abc import Iterator
 
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Finding
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, path_configuration
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, path_configuration, reached
 
 _IMPORTS = "from sglang.srt.layers.dp_attention import dp_gather_partial, get_global_dp_buffer, get_local_dp_buffer\n"
 
@@ -62,10 +62,7 @@ class MissingGroup(Rule):
                 consumers = [c for c in fn.consumptions if c.allocation.call is allocation.call and c.groups]
                 if consumers:
                     first = consumers[0]
-                    message += (
-                        f"; the buffer reaches `{first.collective}` on group {format_groups(first.group_names)}"
-                        f" at line {first.call.span.line}"
-                    )
+                    message += f"; the buffer reaches {reached(first, format_groups(first.group_names))}"
                 fix, choice = planner.fix(allocation, replace=False)
                 if fix is None:
                     message += f" (no fix: {choice.origin})"

@@ -74,7 +74,7 @@ from commgroup_lint.analysis.facts import is_symbolic
 from commgroup_lint.analysis.verdict import Mismatch, best, mismatches
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Confidence, Finding
-from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
+from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, reached
 
 _IMPORTS = (
     "from sglang.srt.distributed import get_tp_group\n"
@@ -129,14 +129,17 @@ class GroupMismatch(Rule):
             lead = best(mismatched)
             allocation = lead.consumption.allocation
             fix, why = planner.fix_mismatch(allocation, mismatched)
-            message = _message(lead, mismatched)
+            message = _message(ctx, lead, mismatched)
             if fix is None and why:
                 message += f" (no fix: {why})"
             yield ctx.finding(type(self), allocation.call.span, message, fix, condition=lead.condition,
                               confidence=lead.confidence, allocation=allocation)
 
 
-def _message(lead: Mismatch, found: list[Mismatch]) -> str:
+def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
+    """What is bound to which group, then the call on the consumer's line and, when that call is
+    a helper, the collective inside it; where the group was chosen only when it is not the
+    argument of the reported call."""
     allocation = lead.consumption.allocation
     bound = format_groups(lead.bound)
     if allocation.kind == "context":
@@ -145,13 +148,12 @@ def _message(lead: Mismatch, found: list[Mismatch]) -> str:
         subject = f"memory registered by `{allocation.short_name}` is registered with group {bound}"
     else:
         subject = f"memory from `{allocation.short_name}` is bound to group {bound}"
-    if allocation.bound_at:
+    if allocation.bound_at and (allocation.hidden or allocation.chosen):  # the group is not this call's argument
         inside = "fixed inside the helper" if allocation.hidden else "bound inside the helper"
-        through = f"taken at {allocation.via}, " if allocation.via else ""
-        subject += f" ({through}{inside} at {allocation.bound_at})"
+        through = f"taken at {ctx.where(allocation.via)}, " if allocation.via else ""
+        subject += f" ({through}{inside} at {ctx.where(allocation.bound_at)})"
     first = lead.consumption
-    message = (f"{subject} but reaches `{first.collective}` on group {format_groups(lead.consumer)}"
-               f" at line {first.call.span.line}")
+    message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}
     if others:
         message += f" (and {len(others)} more collective{'s' if len(others) > 1 else ''})"

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from commgroup_lint.analysis.facts import BufferFact
+from commgroup_lint.analysis.facts import BufferFact, place_key
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups
 
@@ -86,8 +86,7 @@ class HiddenGroup(Rule):
                     continue  # a step that fills or consumes the buffer, or a wrapper reported where the group is
                 if allocation.kind == "context" and id(allocation.call) not in fn.factory_made:
                     continue  # the result of a computation run under the context, not a fresh allocation
-                origin = f"{ctx.source.display}:{allocation.call.span.line}"
-                misused = ctx.api.misuses.get(origin) or ()
+                misused = ctx.api.misuses.get(place_key(f"{ctx.source.display}:{allocation.call.span.line}")) or ()
                 if len(allocation.group_names) == 1 and not allocation.group_params:
                     # the call may bind to one of several fixed groups, one per path: name them all
                     groups = frozenset().union(*(a.group_names for a in returned if a.call is allocation.call))
@@ -109,12 +108,13 @@ class HiddenGroup(Rule):
                 else:
                     continue
                 if misused:
-                    message += f"; {_callers(misused)} consume{'s' if len(misused) == 1 else ''} it on another group"
+                    message += (f"; {_callers([ctx.where(m) for m in misused])} consume{'s' if len(misused) == 1 else ''}"
+                                " it on another group")
                     confidence = Confidence.HIGH
                 yield ctx.finding(type(self), fn.node.span, message, confidence=confidence, allocation=allocation)
                 break
 
 
-def _callers(sites: tuple[str, ...]) -> str:
+def _callers(sites: list[str]) -> str:
     shown = ", ".join(sites[:3])
     return f"{shown} and {len(sites) - 3} more" if len(sites) > 3 else shown

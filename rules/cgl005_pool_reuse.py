@@ -28,13 +28,14 @@ Use an allocator that registers every segment with each group at that group's co
 
 from __future__ import annotations
 
+from commgroup_lint.codes import POOL_REUSE
 from commgroup_lint.rule import Invalid, Rule, Valid
 
 _SMOKE = "tests/smoke_model/model.py, bug={}"
 
 
 class PoolReuse(Rule):
-    code = "CGL005"
+    code = POOL_REUSE
     name = "pool-reuse"
     summary = "A reused pool block is registered with another group than the one it was allocated for (runtime)"
     runtime_only = True

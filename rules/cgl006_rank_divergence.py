@@ -26,11 +26,12 @@ Allocate the buffer the same way on every rank: make the branch that decides ran
 
 from __future__ import annotations
 
+from commgroup_lint.codes import RANK_DIVERGENCE
 from commgroup_lint.rule import Invalid, Rule, Valid
 
 
 class RankDivergence(Rule):
-    code = "CGL006"
+    code = RANK_DIVERGENCE
     name = "rank-divergence"
     summary = "Ranks disagree on whether a collective's buffer is group-bound (runtime)"
     runtime_only = True

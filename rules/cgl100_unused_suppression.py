@@ -3,6 +3,8 @@
 A suppression comment that names a code which suppressed nothing: `# commgroup-lint: ignore[CGL002]`
 on a line (or on the first line of a multi-line statement) with no CGL002 finding, an
 `ignore-file[CGL002]` in a file without one, or a code that is not a rule code at all.
+A CGL code named in `# noqa: CGL002` (the alias of `ignore[CGL002]`) is reported alike; the
+other codes of a `# noqa` are other linters' and never reported here.
 Codes this run does not check (left out by `select`, or ignored for the file) are not
 reported, since then nothing can tell whether the suppression is still needed.
 
@@ -46,11 +48,13 @@ class UnusedSuppression(Rule):
         Invalid("x = 1  # commgroup-lint: ignore[CGL001]\n", line=1),
         Invalid("# commgroup-lint: ignore-file[CGL002]\nx = 1\n", line=1),
         Invalid("x = 1  # commgroup-lint: ignore[CGL999]\n", line=1),
+        Invalid("x = 1  # noqa: CGL001, E501\n", line=1),
     ]
 
     @classmethod
     def report(cls, display: str, line: int, column: int, end_column: int, code: str,
-               file_level: bool, unknown: bool = False) -> Finding:
+               file_level: bool, unknown: bool = False, noqa: bool = False) -> Finding:
+        """`noqa`: the comment is a `# noqa: CODES`, and is quoted as written."""
         kind = "ignore-file" if file_level else "ignore"
         if unknown:
             why = f"`{code}` is not a rule code (run `commgroup-lint rules`)"
@@ -58,5 +62,6 @@ class UnusedSuppression(Rule):
             why = f"no {code} finding in this file"
         else:
             why = f"no {code} finding on this line or statement"
-        message = f"unused suppression: `{kind}[{code}]` suppresses nothing; {why}"
+        quoted = f"noqa: {code}" if noqa else f"{kind}[{code}]"
+        message = f"unused suppression: `{quoted}` suppresses nothing; {why}"
         return Finding(cls.code, display, Position(line, column), Position(line, end_column), message, cls.severity)

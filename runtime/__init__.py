@@ -1,19 +1,9 @@
 """commgroup-lint's runtime shim: the static rules' checks, re-done while real code runs.
 
-Importing this package never imports torch; torch is loaded when a name below that needs it
-is first used. Installing the package installs a start-up hook (``commgroup_lint_runtime.pth``):
-with ``COMMGROUP_LINT_RUNTIME=assert|warn|report`` set, every Python process of the
-environment installs the shim when it imports torch. What the shim knows of the engines comes
-from the linter's profiles and the user's configuration (``_knowledge``).
-
-Public API (see ``docs/runtime.md``):
-
-* :class:`enforce` -- context manager installing the shim (``mode="assert"|"warn"|"report"``).
-* :class:`simulated_symmetric_memory` -- tag tensors allocated inside as bound to a group.
-* :class:`SimulatedSymmetricPool` -- the registration scheme the simulated pool models.
-* :class:`GroupMismatchError`, :class:`CommGroupRuntimeWarning`, :class:`Violation`.
-* :func:`name_group`, :func:`group_label`, :func:`bind_buffer`, :func:`helper`,
-  :func:`violations`, :func:`clear_violations`, :func:`install_from_env`.
+Importing this package never imports torch: the names that need it are loaded when first
+used. Installing the package installs a start-up hook (``commgroup_lint_runtime.pth``): with
+``COMMGROUP_LINT_RUNTIME=assert|warn|report`` set, every Python process of the environment
+installs the shim when it imports torch. The public API is ``__all__`` (see docs/runtime.md).
 """
 
 from __future__ import annotations
@@ -24,51 +14,51 @@ from typing import Any
 from ._report import (
     CODES,
     GROUP_MISMATCH,
-    MODES,
     POOL_REUSE,
     RANK_DIVERGENCE,
     CommGroupRuntimeWarning,
     GroupMismatchError,
     Site,
     Violation,
-    parse_switch,
 )
+from ._settings import ENV_VAR, LOG_ENV_VAR, MODES, PROFILE_ENV_VAR, parse_switch
 from ._sites import helper
-
-ENV_VAR = "COMMGROUP_LINT_RUNTIME"
-LOG_ENV_VAR = "COMMGROUP_LINT_RUNTIME_LOG"
-PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
 
 _LAZY = {
     "enforce": "_shim",
     "violations": "_shim",
     "clear_violations": "_shim",
-    "simulated_symmetric_memory": "_binding",
-    "SimulatedSymmetricPool": "_binding",
+    "simulated_symmetric_memory": "_simulated",
+    "SimulatedSymmetricPool": "_simulated",
     "bind_buffer": "_binding",
     "name_group": "_groups",
     "group_label": "_groups",
 }
 
-__all__ = sorted(
-    {
-        *_LAZY,
-        "CODES",
-        "GROUP_MISMATCH",
-        "POOL_REUSE",
-        "RANK_DIVERGENCE",
-        "MODES",
-        "CommGroupRuntimeWarning",
-        "GroupMismatchError",
-        "Site",
-        "Violation",
-        "helper",
-        "install_from_env",
-        "ENV_VAR",
-        "LOG_ENV_VAR",
-        "PROFILE_ENV_VAR",
-    }
-)
+__all__ = [
+    "CODES",
+    "ENV_VAR",
+    "GROUP_MISMATCH",
+    "LOG_ENV_VAR",
+    "MODES",
+    "POOL_REUSE",
+    "PROFILE_ENV_VAR",
+    "RANK_DIVERGENCE",
+    "CommGroupRuntimeWarning",
+    "GroupMismatchError",
+    "Site",
+    "SimulatedSymmetricPool",
+    "Violation",
+    "bind_buffer",
+    "clear_violations",
+    "enforce",
+    "group_label",
+    "helper",
+    "install_from_env",
+    "name_group",
+    "simulated_symmetric_memory",
+    "violations",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ import os
 import runpy
 import sys
 
-from . import ENV_VAR, MODES, PROFILE_ENV_VAR
+from ._settings import ENV_VAR, MODES, PROFILE_ENV_VAR
 
 
 def main(argv: list[str] | None = None) -> None:

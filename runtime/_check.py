@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ._groups import _ProcessGroup, as_process_group
-from ._native import Native
 from ._state import TLS, Active
 from ._table import TABLE
 
@@ -27,10 +26,9 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
     nothing; anything else goes to :meth:`Shim.verdicts`. What ``func`` runs is not checked
     again (the thread's depth of checked collectives). With ``traced``, ``func`` itself runs
     while torch.compile traces the call (a group class's method: the compiler does not know
-    the wrapper, unlike torch's collectives). With the extension (``Native.check``), a call
-    known to pass is decided in C and the rest comes here."""
+    the wrapper, unlike torch's collectives)."""
 
-    def slow(args: tuple, kwargs: dict) -> Any:
+    def collective(*args: Any, **kwargs: Any) -> Any:
         shim = Active.shim
         if shim is None or TLS.depth or traced and shim.compiling():
             return func(*args, **kwargs)
@@ -47,8 +45,6 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
             not (TABLE.buffers or TABLE.segments)
             or TABLE.passes(args, pg) and (only_group or TABLE.passes(kwargs.values(), pg))
         )
-        if passing and Native.remember is not None:
-            Native.remember(shim, args, kwargs, pg)
         TLS.depth += 1
         try:
             found = None if passing else shim.verdicts(name, args, kwargs, pg)
@@ -56,22 +52,4 @@ def checked(func: Callable[..., Any], name: str, position: int | None = None, ke
         finally:
             TLS.depth -= 1
 
-    spec = (position, keyword, group_attr, traced)
-
-    def collective(*args: Any, **kwargs: Any) -> Any:
-        check = Native.check
-        if check is not None:
-            return check(func, slow, spec, args, kwargs)
-        return slow(args, kwargs)
-
-    collective.native_call = (func, slow, spec)  # what the extension's handle_torch_function calls
     return collective
-
-
-def use_native(native: Any) -> None:
-    """Decide calls known to pass in ``native`` (the allocation hook's extension) from now on."""
-    import torch
-
-    native.configure_checks(Active, TABLE, as_process_group, _ProcessGroup, torch.compiler,
-                            torch.overrides.has_torch_function)
-    Native.check, Native.remember = native.check, native.remember

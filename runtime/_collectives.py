@@ -1,25 +1,16 @@
 """Checks at the collectives, and nowhere else: no other torch call pays for the shim.
 
-* ``torch.distributed`` collectives are wrapped where they are looked up, as attributes of
-  ``torch.distributed`` and ``distributed_c10d``: the fast path (one wrapper call, then the
-  check).
-* A name imported before the shim was installed (``from torch.distributed import
-  all_reduce``) still reaches the collective itself. Collectives hand themselves to torch's
-  function-mode machinery (``if has_torch_function(args): return
-  handle_torch_function(collective, ...)``), looking both names up in ``distributed_c10d``'s
-  globals. The shim replaces those two globals: while it is active and the call has not been
-  checked yet, ``has_torch_function`` answers yes and ``handle_torch_function`` checks the
-  call and runs the collective's body; a real function mode or tensor subclass still gets the
-  call, after the check. (torch 2.11's list ``reduce_scatter`` and ``broadcast`` do not hand
-  themselves over: only their module attributes are checked there.) With the allocation
-  hook's extension both globals are its C functions (:func:`use_native`), and a collective
-  that hands itself over keeps no attribute wrapper: it is checked on this path alone.
-* Functional collectives (``torch.ops._c10d_functional``: what ``torch.compile``d code and
-  DTensor call) and symmetric-memory ops (``torch.ops.symm_mem``) take their group by name.
-  Each gets a kernel for its CPU and CUDA dispatch keys that checks the call, then runs the
-  kernel it replaced (``torch.library.get_kernel``). So compiled collectives are checked
-  when the compiled code runs, and so is the capture of a CUDA graph; its replays are not
-  (nothing runs on the host).
+* ``torch.distributed`` collectives are wrapped as attributes of ``torch.distributed`` and
+  ``distributed_c10d``.
+* A name imported before the shim was installed still reaches the collective itself, which
+  hands itself to torch's function-mode machinery through ``distributed_c10d``'s globals
+  ``has_torch_function`` and ``handle_torch_function``: the shim replaces both, so such a call
+  is checked, then runs (a real function mode or tensor subclass still gets it after the check).
+  torch 2.11's list ``reduce_scatter`` and ``broadcast`` do not hand themselves over.
+* Functional collectives and symmetric-memory ops (``torch.ops._c10d_functional``,
+  ``torch.ops.symm_mem``: what compiled code and DTensor call) take their group by name: each
+  gets a CPU and a CUDA kernel that checks the call, then runs the kernel it replaced. Compiled
+  code is checked when it runs, a CUDA graph when it is captured (its replays run no host code).
 """
 
 from __future__ import annotations
@@ -35,7 +26,6 @@ import torch.distributed as dist
 
 from ._check import checked
 from ._imports import say
-from ._native import Native
 from ._patch import Patcher
 from ._state import TLS, Active
 
@@ -95,41 +85,6 @@ def _position(func: Callable[..., Any], name: str) -> int | None:
     return params.index(name) if name in params else None
 
 
-def hands_over(func: Callable[..., Any]) -> bool:
-    """Whether ``func``'s body hands its call to torch's function machinery itself."""
-    code = getattr(inspect.unwrap(func), "__code__", None)
-    return code is not None and "handle_torch_function" in code.co_names
-
-
-def use_native(native: Any) -> None:
-    """Dispatch collectives through ``native`` (the allocation hook's extension) from now on:
-    ``distributed_c10d``'s two hooks in C, and no wrapper on a collective that hands itself
-    over (it reaches its check through them with no Python of the shim's)."""
-    Native.has_torch_function = native.has_torch_function
-    Native.handle_torch_function, Native.set_handle = native.handle_torch_function, native.set_handle
-    _native_dispatch(dist.distributed_c10d)
-
-
-def _native_dispatch(c10d: Any) -> None:
-    """An installed shim's hooks in ``c10d`` replaced by the extension's (where they stand in for
-    torch's own), and its wrappers of collectives that hand themselves over taken off; the
-    shim's uninstall restores torch's functions all the same."""
-    overrides = torch.overrides
-    has, handle = c10d.has_torch_function, c10d.handle_torch_function
-    if getattr(has, "replaces", None) is overrides.has_torch_function:
-        c10d.has_torch_function = Native.has_torch_function
-    if getattr(handle, "replaces", None) is not overrides.handle_torch_function:
-        return
-    Native.set_handle(handle.checks, handle)
-    c10d.handle_torch_function = Native.handle_torch_function
-    for module in (c10d, dist):
-        for name in COLLECTIVE_NAMES:
-            wrapper = vars(module).get(name)
-            original = getattr(wrapper, "__wrapped__", None)
-            if hasattr(wrapper, "native_call") and original is not None and hands_over(original):
-                setattr(module, name, original)
-
-
 def _unchecked(body: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     TLS.depth += 1
     try:
@@ -148,12 +103,8 @@ class CollectiveHooks:
     def install(self) -> None:
         specs = collective_specs()
         # A collective's body names itself to handle_torch_function through the module's
-        # globals, where it now finds the wrapper: the wrappers are known to the hook too. With
-        # the extension's handle_torch_function, a collective that hands itself over needs no
-        # wrapper (see use_native).
-        native = Native.handle_torch_function is not None
-        wrappers = {self._wrap_attribute(func, spec): spec for func, spec in specs.items()
-                    if not (native and hands_over(func))}
+        # globals, where it now finds the wrapper: the wrappers are known to the hook too.
+        wrappers = {self._wrap_attribute(func, spec): spec for func, spec in specs.items()}
         self._hook_dispatch({**specs, **wrappers})
         self._hook_ops()
 
@@ -171,7 +122,6 @@ class CollectiveHooks:
                 return True
             return orig_has(relevant_args)
 
-        has_torch_function.replaces = orig_has  # the extension's does the same (Native)
 
         bodies = {public: checked(body, name, position) for public, (name, position, body) in specs.items()}
 
@@ -183,12 +133,8 @@ class CollectiveHooks:
                 return _unchecked(inspect.unwrap(public), args, kwargs)
             return body(*args, **kwargs)
 
-        handle_torch_function.replaces = orig_handle
-        handle_torch_function.checks = {public: body.native_call for public, body in bodies.items()}
         self.patcher.set(c10d, "has_torch_function", has_torch_function)
         self.patcher.set(c10d, "handle_torch_function", handle_torch_function)
-        if Native.handle_torch_function is not None:
-            _native_dispatch(c10d)
 
     def _wrap_attribute(self, func: Callable[..., Any], spec: Spec) -> Callable[..., Any]:
         name, position, _ = spec

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from ._binding import tensor_args
 from ._groups import group_label, rank
+from ._names import learn_names
 from ._patch import Patcher
 from ._report import RANK_DIVERGENCE, CommGroupRuntimeWarning, Site, Violation
 from ._sites import SiteFinder
@@ -74,6 +75,7 @@ class Divergence:
         if all(r == rows[0] for r in rows):
             return None
         coll = self.finder.find()
+        learn_names((pg,), self.finder.user_frame())
         alloc: Site = coll
         for t in tensor_args(args, kwargs):
             rec, _ = TABLE.lookup(t)
@@ -83,7 +85,7 @@ class Divergence:
         bound = [ranks[i] for i, r in enumerate(rows) if any(r)]
         unbound = [ranks[i] for i, r in enumerate(rows) if not all(r)]
         message = (
-            f"CGL006 ranks disagree on whether the buffers of {name} on group '{group_label(pg)}' "
+            f"{RANK_DIVERGENCE} ranks disagree on whether the buffers of {name} on group '{group_label(pg)}' "
             f"at {coll.short()} are group-bound: bound on ranks {bound}, unbound on ranks {unbound}"
         )
         return Violation.at(RANK_DIVERGENCE, message, alloc, name, coll, collective_group=group_label(pg),

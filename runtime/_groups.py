@@ -1,6 +1,6 @@
 """Groups as the shim sees them: the ``ProcessGroup`` object behind any spelling of a group,
-and a label for messages. Groups are identified by object, never by rank membership: two
-groups over the same ranks are two groups (two communicators)."""
+and a label for messages, as the user names the group. Groups are identified by object, never
+by rank membership: two groups over the same ranks are two groups (two communicators)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from typing import Any
 
 import torch.distributed as dist
 
+from ._names import WRAPPED as _WRAPPED
+from ._names import held_name
+
 _ProcessGroup = dist.ProcessGroup
-_LABELS: dict[Any, str] = {}
-#: Attributes under which group wrappers hold their ProcessGroup, tried in order.
-_WRAPPED = ("device_group", "process_group", "pg")
+_NAMED: dict[Any, str] = {}  # name_group's labels
+_CANONICAL: dict[Any, str] = {}  # the profile's group a getter returned it as
+_LABELS: dict[Any, str] = {}  # group wrappers' own names (``unique_name``)
 #: Wrapper type -> the attribute of ``_WRAPPED`` that held its group (``as_process_group``'s fast path).
 _HOLDER: dict[type, str] = {}
 _ABSENT = object()
@@ -45,7 +48,7 @@ def _resolve(group: Any) -> Any:
     if group is None or group is dist.group.WORLD:
         return dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
     if isinstance(group, str):
-        return dist.distributed_c10d._resolve_process_group(group)
+        return dist.distributed_c10d._resolve_process_group(group)  # type: ignore[arg-type]  # a GroupName
     held = False  # an earlier attribute exists (None here): not a type's reliable holder
     for attr in _WRAPPED:
         pg = getattr(group, attr, _ABSENT)
@@ -92,23 +95,37 @@ def _imported(qualified: str) -> Any:
 
 def name_group(group: Any, label: str) -> Any:
     """Give ``group`` (a ProcessGroup or a wrapper) a label for messages; returns ``group``."""
-    _LABELS[as_process_group(group)] = label
+    _NAMED[as_process_group(group)] = label
     return group
 
 
+def returned_by_getter(group: Any, canonical: str) -> None:
+    """``group`` was returned by a getter of the profile's group ``canonical`` (``tp``): that
+    is its name from now on (the first getter's, where two return one group)."""
+    pg = as_process_group(group)
+    if isinstance(pg, _ProcessGroup) and pg not in _CANONICAL:
+        _CANONICAL[pg] = canonical
+
+
 def group_label(pg: Any) -> str:
-    """The label for messages: one given by ``name_group`` or a wrapper's ``unique_name``,
-    else the group's ``group_desc``, else ``world`` for the default group, else its name."""
+    """The label for messages, as the user names the group: one given by ``name_group``, else
+    the profile's group whose getter returned it (``tp``, ``attn_tp``), else ``world`` for the
+    default group, else the variable or attribute the code held it in where a violation was
+    found (``ep``, ``self.ep_group``: ``_names``), else its description (a wrapper's
+    ``unique_name``, the group's ``group_desc``), else its ordinal (torch's group name)."""
     if pg is None:
         return "<none>"
-    label = _LABELS.get(pg)
+    label = _NAMED.get(pg) or _CANONICAL.get(pg)
+    if label:
+        return label
+    if dist.is_initialized() and pg is dist.distributed_c10d._get_default_group():
+        return "world"
+    label = held_name(pg) or _LABELS.get(pg)
     if label:
         return label
     desc = getattr(pg, "group_desc", None)
     if desc and desc not in ("undefined", "default_pg") and not desc.startswith("commgroup"):
         return desc
-    if dist.is_initialized() and pg is dist.distributed_c10d._get_default_group():
-        return "world"
     return str(getattr(pg, "group_name", pg))
 
 

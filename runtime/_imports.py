@@ -1,19 +1,11 @@
 """Post-import hooks: run a callback once a module has been imported, without importing it.
 
-``when_imported(name, callback)`` calls ``callback(module)``:
-
-* at once, when ``name`` is already imported;
-* when it is being imported right now (the shim is installed from inside its import, when it
-  imports torch first), at the first read of one of its attributes from outside until the
-  callback reports success, typically the ``from module import name`` that follows its
-  import: the module's class is swapped for a subclass that runs the callback, then swapped
-  back;
-* otherwise right after its loader has executed it, before the importer sees it: a meta-path
-  finder, consulted only for the watched names, wraps that module's ``exec_module``.
-
-A callback ``callback(module, complete)`` is told whether the module has finished executing;
-it returns True when it is done with the module (False, only while ``complete`` is False: call
-again at the next read). Callbacks never raise into the program: a failure is one line on stderr.
+``when_imported(name, callback)`` calls ``callback(module, complete)`` at once when ``name`` is
+imported; while it is being imported (the shim installed from inside its import), at each read
+of its attributes (its class swapped for a subclass meanwhile) until the callback returns True;
+otherwise right after its loader executed it (a meta-path finder, consulted only for the
+watched names, wraps that module's ``exec_module``). ``complete`` says whether the module has
+finished executing. Callbacks never raise into the program: a failure is one line on stderr.
 """
 
 from __future__ import annotations

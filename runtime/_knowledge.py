@@ -1,16 +1,7 @@
-"""What the shim knows of the engines: the linter's profiles and the user's configuration.
-
-The same data the static rules read, merged the same way (``config.configured_profile``):
-the shipped profiles (all of them unless a selection names some: ``enforce(profile=...)``,
-``COMMGROUP_LINT_RUNTIME_PROFILE``, the pytest option, or the configuration's ``profiles``
-/ ``profile`` key), each with the profiles it extends, then the user's own engine profiles
-(``profile-files``), then the ``extend-profile`` table of the configuration file found from
-the working directory upward (``[tool.commgroup-lint]`` in ``pyproject.toml``, or
-``commgroup-lint.toml``). Entries whose module is never imported cost nothing, so loading
-every shipped profile is the detection.
-
-Reading them imports the linter's profile and configuration modules only: no torch, libcst,
-click, rich or pathspec.
+"""What the shim knows of the engines: the linter's profiles and the user's configuration,
+merged as the static rules merge them (``config.configured_profile``; see docs/runtime.md).
+Entries whose module is never imported cost nothing, so loading every shipped profile is the
+detection. Reading them imports no torch, libcst, click, rich or pathspec.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from commgroup_lint.config import Config, ConfigError, configured_profile, find_config, load_config
+from commgroup_lint.config import PYPROJECT, SECTION, Config, ConfigError, configured_profile, find_config, load_config
 from commgroup_lint.profile import (
     Context,
     GroupParam,
@@ -35,7 +26,9 @@ from commgroup_lint.profile import (
 )
 from commgroup_lint.runtime_profile import GroupClass
 
-PROFILE_ENV_VAR = "COMMGROUP_LINT_RUNTIME_PROFILE"
+from ._regular import NotRegular, check_regular
+from ._settings import PROFILE_ENV_VAR
+
 _PLAIN_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 
@@ -52,6 +45,8 @@ class Knowledge:
     """Methods of a group (or of its torch backend) that register a memory pool with it."""
     group_sources: Mapping[str, tuple[str, ...]]
     """For a group name (a `default`), the module attributes and argument-less getters that give it."""
+    getters: Mapping[str, str]
+    """Getters that return one group, with its name (``tp``): what they return is named so."""
     group_classes: Mapping[str, GroupClass]
     collective_methods: frozenset[str]
     helpers: frozenset[str]
@@ -68,6 +63,8 @@ class Knowledge:
             pool_bindings=dict(profile.pool_bindings),
             register_pool_methods=profile.methods.register_pool,
             group_sources=_group_sources(profile),
+            getters={name: next(iter(groups)) for name, groups in profile.getters.items()
+                     if len(groups) == 1 and _PLAIN_NAME.fullmatch(name)},
             group_classes=dict(profile.runtime.group_classes),
             collective_methods=profile.collective_methods,
             helpers=frozenset(profile.allocators) | frozenset(profile.collectives),
@@ -106,8 +103,39 @@ def load(profile: str | Sequence[str] | None = None, cwd: str | os.PathLike[str]
     return _load(requested_profiles(profile), config, stamp)
 
 
+def _check_profile_files(config: Path) -> None:
+    """``ConfigError`` when a file of the configuration's ``profile-files`` is no regular file
+    or is too large: read, a FIFO would hang the program at ``import torch`` and a link to
+    ``/dev/zero`` would fill its memory. The configuration's own reader then never sees it."""
+    from commgroup_lint.config import _read_toml
+
+    data, _ = _section(_read_toml(config), config)
+    names = data.get("profile-files", []) if isinstance(data, dict) else []
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str):
+            _check_profile_file(config.parent / name, config)
+
+
+def _section(data: dict[str, Any], path: Path) -> tuple[Any, str]:
+    """The configuration's table in the TOML ``data`` of ``path``, as ``load_config`` reads it,
+    and the prefix of its keys in messages."""
+    if path.name != PYPROJECT:
+        return data, ""
+    tool = data.get("tool", {})
+    return (tool.get(SECTION, {}) if isinstance(tool, dict) else {}), f"tool.{SECTION}."
+
+
+def _check_profile_file(path: Path, config: Path) -> None:
+    try:
+        check_regular(path)
+    except NotRegular as exc:
+        raise ConfigError(f"{config}: key 'profile-files': {exc}; name regular TOML files") from None
+
+
 @functools.lru_cache(maxsize=8)
 def _load(names: tuple[str, ...] | None, config_path: Path | None, _stamp: int | None) -> Knowledge:
+    if config_path is not None:
+        _check_profile_files(config_path)
     config = load_config(config_path) if config_path is not None else Config()
     return Knowledge.of(configured_profile(config, names))
 
@@ -127,7 +155,7 @@ def load_lenient(profile: str | Sequence[str] | None = None,
     pieces = _Pieces()
     names = requested_profiles(profile)
     if names is not None and pieces.attempt(f"the profile selection '{','.join(names)}'",
-                                            lambda: load_profiles(names)) is _FAILED:
+                                            functools.partial(load_profiles, names)) is _FAILED:
         names = None
     path = find_config([], Path(cwd or os.getcwd()))
     config = pieces.config(path) if path is not None else Config()
@@ -161,15 +189,12 @@ class _Pieces:
 
     def config(self, path: Path) -> Config:
         """The pieces of the configuration file ``path`` that the shim reads and that hold."""
-        from commgroup_lint.config import PYPROJECT, SECTION, _Parser, _read_toml
+        from commgroup_lint.config import _Parser, _read_toml
 
         data = self.attempt(f"the configuration {path}", lambda: _read_toml(path))
         if data is _FAILED:
             return Config()
-        prefix = ""
-        if path.name == PYPROJECT:  # as load_config reads it
-            tool = data.get("tool", {})
-            data, prefix = (tool.get(SECTION, {}) if isinstance(tool, dict) else {}), "tool.commgroup-lint."
+        data, prefix = _section(data, path)
         parser = _Parser(path, prefix)
         profiles = self.attempt("the configuration's profiles", lambda: parser.profiles(data))
         if profiles not in (None, _FAILED):
@@ -187,6 +212,7 @@ class _Pieces:
         """One file of ``profile-files`` (with the shipped profiles it extends), or ``_FAILED``."""
 
         def read() -> Profile:
+            _check_profile_file(parser.root / name, parser.path)
             (own,) = parser.profile_files({"profile-files": [name]})
             load_profiles(own.extends)
             return own

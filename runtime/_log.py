@@ -5,7 +5,8 @@ file named by ``COMMGROUP_LINT_RUNTIME_LOG``: one line per distinct violation, w
 ``O_APPEND`` in a single ``write`` so lines of concurrent processes never interleave. Each
 line is :meth:`Violation.as_dict` plus the ``mode`` in force and the ``pid``. The pytest
 plugin reads it to fail the test during which a violation happened, and
-``commgroup-lint runtime-log`` renders it with the linter's reporters.
+``commgroup-lint runtime-log`` renders it with the linter's reporters. Only a regular file
+is written or read (``_regular``): a FIFO or a device as the log never blocks the program.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._imports import say
+from ._regular import open_regular, read_regular
 from ._report import Violation
-
-LOG_ENV_VAR = "COMMGROUP_LINT_RUNTIME_LOG"
+from ._settings import LOG_ENV_VAR
 
 
 def append(violation: Violation, mode: str) -> None:
@@ -29,21 +30,26 @@ def append(violation: Violation, mode: str) -> None:
     record = {**violation.as_dict(), "mode": mode, "pid": os.getpid()}
     line = (json.dumps(record) + "\n").encode()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, line)
         finally:
             os.close(fd)
     except OSError as exc:
-        say(f"cannot write the runtime log {path}: {exc.strerror or exc}")
+        if path not in _UNWRITABLE:  # said once: the next violations would say it again
+            _UNWRITABLE.add(path)
+            say(f"cannot write the runtime log {path}: {exc.strerror or exc}; name a regular file in {LOG_ENV_VAR}")
+
+
+_UNWRITABLE: set[str] = set()
 
 
 def read(path: str, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The records written after byte ``offset``, and the offset after the last whole line."""
+    """The records written after byte ``offset`` (at most ``READ_LIMIT`` bytes of them: the
+    rest at the next read), and the offset after the last whole line; none from a path that
+    is no regular file."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
+        data = read_regular(path, offset)
     except OSError:
         return [], offset
     end = data.rfind(b"\n") + 1  # a line still being written is left for the next read
@@ -67,19 +73,3 @@ def merged(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             first["ranks"].append(r["rank"])
     return list(out.values())
 
-
-def findings(path: str) -> list[Any]:  # list[Finding]
-    """The log's violations as the linter's findings, one per distinct violation, at its
-    allocation line (paths below the working directory made relative), for its reporters."""
-    from commgroup_lint.model import Finding, Position
-
-    records, _ = read(path)
-    out = []
-    for r in merged(records):
-        relative = os.path.relpath(r["path"])
-        where = r["path"] if relative.startswith("..") else relative
-        ranks = f" (ranks {', '.join(map(str, sorted(r['ranks'])))})" if r["ranks"] else ""
-        message = r["message"].removeprefix(f"{r['code']} ")  # the reporters print the code
-        start = Position(r["line"], 1)
-        out.append(Finding(r["code"], where, start, start, message + ranks))
-    return sorted(out, key=lambda f: f.sort_key)

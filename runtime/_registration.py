@@ -1,19 +1,12 @@
 """Binding at registration: memory registered with a group after it was allocated.
 
-The profile drives it (``_targets``): its ``registrations`` (``rendezvous(tensor, group)``)
-call :func:`register`, its ``pool_bindings`` and the ``register_pool`` methods of its group
-classes call :func:`bind_pool`; memory allocated under its ``pool_contexts``
-(``use_mem_pool(pool)``) is bound to the pool's groups (``_binding.start_pool_binding``).
-Hard-coded here is only what a profile cannot say:
-
-* ``torch.distributed._symmetric_memory.empty(...)`` records the tensor it returns, its group
-  still unknown, so that the registration that follows finds its allocation line: a profile
-  names the calls that bind memory to a group, not an allocation whose group comes later;
-* the objects a ``register_pool`` method (``register_mem_pool``) is called on in torch itself:
-  its process group and backend classes (``ProcessGroupNCCL``), and the group of a backend
-  (``_group_of_backend``), which no profile entry can express;
-* the inverse, ``deregister_mem_pool`` on the same classes: a profile says how memory gets
-  bound, not how it is released.
+The profile's ``registrations`` (``rendezvous(tensor, group)``) call :func:`register`; its
+``pool_bindings`` and its group classes' ``register_pool`` methods call :func:`bind_pool`
+(``_targets`` wraps them). Built in is only what a profile cannot say: the tensor that
+``torch.distributed._symmetric_memory.empty`` returns is recorded, its group unknown until a
+registration names it (so that it keeps its allocation line); torch's own process group and
+backend classes carry ``register_mem_pool``, whose group is the backend's; and
+``deregister_mem_pool`` unbinds.
 """
 
 from __future__ import annotations
@@ -56,7 +49,6 @@ def register(tensor: Any, group: Any) -> None:
         if rec.alloc_group is None:
             rec.alloc_group = pg
         rec.registered = (rec.registered or {rec.alloc_group}) | {pg}  # a new set: a pool's stays the pool's
-        TABLE.version += 1
 
 
 def bind_pool(pool: Any, groups: Any) -> None:
@@ -69,10 +61,7 @@ def bind_pool(pool: Any, groups: Any) -> None:
     pgs = {as_process_group(g) for g in (groups if isinstance(groups, (list, tuple)) else [groups])}
     segments = _segments(pool)
     if segments is None:
-        known = POOLS.of(pool)
-        if not pgs <= known:
-            known.update(pgs)
-            TABLE.version += 1
+        POOLS.of(pool).update(pgs)
     for seg in segments or ():
         for pg in pgs:
             TABLE.register_segment(seg["device"], seg["address"], seg["total_size"], pg)
@@ -82,9 +71,8 @@ def unbind_pool(pool: Any, group: Any) -> None:
     """``pool`` is no longer registered with ``group``."""
     pg = as_process_group(group)
     segments = _segments(pool)
-    if segments is None and pg in POOLS.of(pool):
+    if segments is None:
         POOLS.of(pool).discard(pg)
-        TABLE.version += 1
     for seg in segments or ():
         TABLE.drop_segment(seg["device"], seg["address"], pg)
 

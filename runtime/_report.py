@@ -1,7 +1,7 @@
 """Verdicts of the runtime shim: codes, the violation record, the error and the warning.
 
 Plain data, no torch: the pytest plugin imports this module in processes without torch.
-The codes are the static rules' codes (see ``docs/runtime.md``).
+The codes are the static rules' codes (``commgroup_lint.codes``).
 """
 
 from __future__ import annotations
@@ -10,23 +10,11 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-#: A group-bound buffer is consumed by a collective on another group.
-GROUP_MISMATCH = "CGL002"
-#: A buffer allocated under one group sits in a pool block registered with another.
-POOL_REUSE = "CGL005"
-#: Ranks of one collective disagree on whether a buffer is group-bound.
-RANK_DIVERGENCE = "CGL006"
+from commgroup_lint.codes import GROUP_MISMATCH, POOL_REUSE, RANK_DIVERGENCE
+from commgroup_lint.codes import RUNTIME_CODES as CODES
 
-CODES = {
-    GROUP_MISMATCH: "group mismatch",
-    POOL_REUSE: "pool reuse",
-    RANK_DIVERGENCE: "rank divergence",
-}
-
-MODES = ("assert", "warn", "report")
-#: Values of ``COMMGROUP_LINT_RUNTIME`` (and of the pytest options) that leave the shim off.
-OFF = ("", "0", "off", "false", "no")
-
+__all__ = ["CODES", "GROUP_MISMATCH", "POOL_REUSE", "RANK_DIVERGENCE", "Site", "Violation", "GroupMismatchError",
+           "CommGroupRuntimeWarning", "format_summary"]
 
 @dataclass(frozen=True)
 class Site:
@@ -81,18 +69,8 @@ class Violation:
         return (self.code, self.path, self.line, self.collective_path, self.collective_line)
 
     def as_dict(self) -> dict:
-        return {
-            "code": self.code,
-            "message": self.message,
-            "path": self.path,
-            "line": self.line,
-            "collective": self.collective,
-            "collective_path": self.collective_path,
-            "collective_line": self.collective_line,
-            "buffer_group": self.buffer_group,
-            "collective_group": self.collective_group,
-            "rank": self.rank,
-        }
+        """The fields of the runtime log's records (all but ``details``), in their order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Violation:
@@ -112,22 +90,6 @@ class GroupMismatchError(RuntimeError):
 
 class CommGroupRuntimeWarning(RuntimeWarning):
     """Issued in ``warn`` mode, once per distinct violation."""
-
-
-def check_mode(mode: str) -> str:
-    """``mode`` normalised; a ``ValueError`` naming the modes when it is none of them."""
-    normal = (mode or "").strip().lower()
-    if normal not in MODES:
-        raise ValueError(f"commgroup-lint runtime mode must be one of {', '.join(MODES)}, got {mode!r}")
-    return normal
-
-
-def parse_switch(value: str | None) -> str | None:
-    """A mode, or None for the values that mean off (unset, ``0``, ``off``, ...); a
-    ``ValueError`` for anything else."""
-    if value is None or value.strip().lower() in OFF:
-        return None
-    return check_mode(value)
 
 
 def format_summary(violations: list[Violation]) -> str:

@@ -1,9 +1,9 @@
 """The shim: installs the hooks, decides verdicts at collectives, records violations.
 
-Memory is bound where it is allocated or registered (``_binding``, ``_registration``, the
-profile's contexts, pool contexts, allocators, registrations and pool bindings in
-``_targets``); collectives are checked where they run (``_collectives``, the profile's group
-classes). This module ties them together: one :class:`Shim` is installed per process at a
+Memory is bound where it is allocated (``_binding``, inside the profile's contexts:
+``_contexts``) or registered (``_registration``); the profile's callables are patched by
+``_targets``; collectives are checked where they run (``_check``, hooked by ``_collectives`` and
+at the profile's group classes). This module ties them together: one :class:`Shim` is installed per process at a
 time, by the outermost :class:`enforce` or for the whole process (``_process``). Uninstalling
 leaves torch exactly as it was.
 """
@@ -19,6 +19,7 @@ from ._collectives import CollectiveHooks
 from ._divergence import Divergence
 from ._groups import group_label, rank
 from ._knowledge import Knowledge
+from ._names import learn_names
 from ._patch import Patcher
 from ._report import (
     GROUP_MISMATCH,
@@ -26,8 +27,8 @@ from ._report import (
     CommGroupRuntimeWarning,
     GroupMismatchError,
     Violation,
-    check_mode,
 )
+from ._settings import check_mode
 from ._sites import finder_for
 from ._state import Active
 from ._table import TABLE
@@ -65,11 +66,7 @@ class Shim:
         self.collectives.uninstall()
         self.patcher.restore()
 
-    # -- what the hooks call ---------------------------------------------------------------
-    compiling = staticmethod(_binding.is_compiling)
-    bind_result = staticmethod(_binding.bind_result)
-    register = staticmethod(_registration.register)
-    bind_pool = staticmethod(_registration.bind_pool)
+    compiling = staticmethod(_binding.is_compiling)  # what the hooks ask
 
     def verdicts(self, name: str, args: tuple, kwargs: dict, pg: Any) -> list[Violation]:
         """The violations of one collective on ``pg`` (the slow path of :func:`checked`)."""
@@ -114,15 +111,16 @@ class Shim:
         else:
             return None
         coll = self.finder.find()
+        learn_names((alloc, bound, pg), self.finder.user_frame())
         site = rec.site if rec is not None and rec.site is not None else coll
         if code == GROUP_MISMATCH:
             message = (
-                f"CGL002 buffer bound to group '{group_label(bound)}' (allocated at {site.short()}) "
+                f"{GROUP_MISMATCH} buffer bound to group '{group_label(bound)}' (allocated at {site.short()}) "
                 f"is used by {name} on group '{group_label(pg)}' at {coll.short()}"
             )
         else:
             message = (
-                f"CGL005 buffer allocated under group '{group_label(alloc)}' (at {site.short()}) "
+                f"{POOL_REUSE} buffer allocated under group '{group_label(alloc)}' (at {site.short()}) "
                 f"reuses a pool block registered with group '{group_label(bound)}', not "
                 f"'{group_label(alloc)}'; {name} on group '{group_label(pg)}' at {coll.short()} "
                 "does not get the symmetric path"
@@ -186,14 +184,13 @@ class enforce:
         _STACK.append(self)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         _STACK.remove(self)
         if self._shim is not None:
             shim, self._shim = self._shim, None
             shim.uninstall()
         elif Active.shim is not None and self._outer_mode is not None:
             Active.shim.mode = self._outer_mode
-        return False
 
 
 def install(mode: str, knowledge: Knowledge) -> Shim:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import types
 
 from ._report import Site
 
@@ -106,33 +107,36 @@ class SiteFinder:
         return site
 
     def find(self, start_depth: int = 1) -> Site:
-        """The site of the first user frame from ``start_depth`` frames up (1: the caller)."""
-        return self.find_from(sys._getframe(start_depth))[0]
+        """The site of the first user frame from ``start_depth`` frames up (1: the caller); the
+        outermost frame when every frame is skipped. On a warm path the walk is a dict lookup
+        per frame."""
+        frame, last = self._first_user(sys._getframe(start_depth))
+        if frame is not None:
+            site = self._sites.get((id(frame.f_code), frame.f_lasti))  # _site, inline
+            return site if site is not None else self._site(frame)
+        return self._site(last) if last is not None else Site("<unknown>", 0)
 
-    def find_from(self, frame) -> tuple[Site, int]:
-        """The site of the first user frame from ``frame`` up, and how many frames were walked
-        to it (``frame`` itself counts; 0 when every frame was skipped: the outermost one is
-        reported). On a warm path the walk is a dict lookup per frame."""
+    def user_frame(self, start_depth: int = 1) -> types.FrameType | None:
+        """The first user frame from ``start_depth`` frames up (1: the caller), or None."""
+        return self._first_user(sys._getframe(start_depth))[0]
+
+    def _first_user(self, frame: types.FrameType | None) -> tuple[types.FrameType | None, types.FrameType | None]:
+        """The first frame from ``frame`` up that is not skipped (or None), and the last one walked."""
         cache = self._code_cache
         if self._version != _HELPER_VERSION[0]:
             cache.clear()
             self._version = _HELPER_VERSION[0]
         last = None
-        walked = 0
         while frame is not None:
-            walked += 1
             code = frame.f_code
             skipped = cache.get(id(code))
             if skipped is None:
                 skipped = self._skipped(code, frame)
             if not skipped:
-                site = self._sites.get((id(code), frame.f_lasti))  # _site, inline
-                return (site if site is not None else self._site(frame)), walked
+                return frame, last
             last = frame
             frame = frame.f_back
-        if last is not None:  # everything was a helper: report the outermost frame
-            return self._site(last), 0
-        return Site("<unknown>", 0), 0
+        return None, last
 
 
 @functools.cache

@@ -13,9 +13,8 @@ import os
 import sys
 import types
 
-from . import ENV_VAR
 from ._imports import say, when_imported
-from ._report import MODES, OFF, parse_switch
+from ._settings import ENV_VAR, MODES, OFF, parse_switch
 
 _STARTED: list[bool] = []
 

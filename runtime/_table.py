@@ -1,20 +1,10 @@
 """The binding table: which storage is bound to which group.
 
-Each record covers one storage, keyed by the address where its memory starts, so a view or
-slice of a bound buffer (any tensor on that storage) finds it in one dictionary read. A weak
-reference on the storage, with a callback, removes the record when the storage is freed, so a
-later allocation at the same address is not mistaken for the old buffer. A dictionary, not
-sorted intervals: binding and freeing run once per allocation inside a binding context, and
-cost one store and one delete. A block the allocation hook reported (no storage object is
-seen) carries the hook's serial number instead, and counts only while the hook still has that
-block at that address.
-
-Registered memory segments (a NCCL mem pool registered with a group's communicator) are
-kept in a second table, of sorted intervals per device: there the unit is a segment, not a
-storage, and a buffer is anywhere inside one.
-
-Tensors are only asked for ``untyped_storage()``, ``data_ptr()``, ``storage_offset()`` and
-``get_device()``.
+Each record covers one storage, keyed by the address where its memory starts, so any view of a
+bound buffer finds it in one dictionary read; a weak reference on the storage removes the
+record when the storage is freed, so later memory at that address is not taken for it.
+Registered memory segments (a NCCL mem pool registered with a group) are sorted intervals per
+device: a buffer is anywhere inside one.
 """
 
 from __future__ import annotations
@@ -23,6 +13,7 @@ import bisect
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -39,12 +30,12 @@ class Record:
     (``PoolGroups``), shared by the records of the memory drawn from it, so a pool bound after
     the allocation counts (registration replaces the set, never changes it in place, so a
     frozenset is shared too). ``ref`` is the weak reference on the storage whose callback
-    drops it; a block from the allocation hook has its ``serial`` (0: a storage)."""
+    drops it."""
 
-    __slots__ = ("start", "alloc_group", "site", "registered", "pool", "block", "ref", "serial", "__weakref__")
+    __slots__ = ("start", "alloc_group", "site", "registered", "pool", "block", "ref", "__weakref__")
 
     def __init__(self, start: int, alloc_group: Any, site: Any, registered: Any, pool: Any = None,
-                 block: Any = None, serial: int = 0) -> None:
+                 block: Any = None) -> None:
         self.start = start
         self.alloc_group = alloc_group
         self.site = site
@@ -52,7 +43,6 @@ class Record:
         self.pool = pool
         self.block = block
         self.ref: Any = None
-        self.serial = serial
 
 
 class _StorageRef(weakref.ref):
@@ -60,6 +50,7 @@ class _StorageRef(weakref.ref):
     from references to records; the record holds it alive while it is in the table)."""
 
     __slots__ = ("record",)
+    record: Any
 
 
 def storage_start(tensor: Any) -> int:
@@ -87,7 +78,8 @@ class _Intervals:
             lo -= 1
         hi = bisect.bisect_left(starts, end, lo)
         if lo == hi:  # nothing overlapped (the usual case: the storage it held was freed)
-            starts.insert(lo, start), self.ends.insert(lo, end), self.items.insert(lo, item)
+            for column, value in ((starts, start), (self.ends, end), (self.items, item)):
+                column.insert(lo, value)
         else:
             starts[lo:hi], self.ends[lo:hi], self.items[lo:hi] = [start], [end], [item]
 
@@ -108,9 +100,6 @@ class _Intervals:
         if i >= 0:
             del self.starts[i], self.ends[i], self.items[i]
 
-    def __len__(self) -> int:
-        return len(self.starts)
-
 
 class BindingTable:
     def __init__(self) -> None:
@@ -123,16 +112,6 @@ class BindingTable:
         # device index (-1: the CPU) -> registered segments' intervals
         self.segments: dict[int, _Intervals] = {}
         self._on_freed = self._freed  # one bound method for every weak reference
-        # the allocation hook's serial number of the block at an address (0: none), once attached
-        self.block_serial: Any = None
-        # serial -> the record of a block handed out since under another key, which the hook keeps
-        # to bring back (into ``buffers``) when the block is handed out under its key again
-        self.kept: dict[int, Record] = {}
-        # changed after any change that may change a verdict other than a record made or dropped
-        # (registered segments, a pool's groups, a record's groups changed in place): the
-        # extension's check trusts a pass it cached while this and the record at the address are
-        # as they were
-        self.version = 0
 
     # -- buffers -------------------------------------------------------------------
     def bind(self, tensor: Any, alloc_group: Any, site: Any, registered: Any = (), pool: Any = None,
@@ -156,19 +135,10 @@ class BindingTable:
         self.buffers[start] = rec
         return rec
 
-    def forget_blocks(self, freed: list[tuple[int, int]]) -> None:
-        """The hook's blocks ``(start, serial)`` were freed (or their records under a key)."""
-        buffers, kept = self.buffers, self.kept
-        for start, serial in freed:
-            kept.pop(serial, None)
-            rec = buffers.get(start)
-            if rec is not None and rec.serial == serial:
-                self._drop(rec)
-
     def _freed(self, ref: _StorageRef) -> None:
         """The storage of ``ref`` is being freed: its memory is not yet back in the allocator,
         so no other binding of that address can come between the read and the delete."""
-        rec = ref.record
+        rec: Record = ref.record
         rec.ref = ref.record = None  # no cycle left for the garbage collector
         # Only a record still in the table: one replaced by a later binding of the same
         # memory is not released again.
@@ -180,18 +150,10 @@ class BindingTable:
         if rec.pool is not None:
             rec.pool._release(rec.block)
 
-    def record_at(self, start: int) -> Record | None:
-        """The record of the memory starting at ``start``: a storage's, or a block's the hook
-        still has."""
-        rec = self.buffers.get(start)
-        if rec is not None and rec.serial and self.block_serial(start) != rec.serial:
-            return None
-        return rec
-
     def lookup(self, tensor: Any) -> tuple[Record | None, set | None]:
         """The record and the registered-segment groups of the memory ``tensor`` views."""
         buffers, segments = self.buffers, self.segments
-        rec = self.record_at(storage_start(tensor)) if buffers else None
+        rec = buffers.get(storage_start(tensor)) if buffers else None
         segs = segments.get(tensor.get_device()) if segments else None
         return rec, segs.get(tensor.data_ptr()) if segs is not None else None
 
@@ -204,10 +166,8 @@ class BindingTable:
         for t in values:
             if isinstance(t, _Tensor):
                 rec = seg = None
-                if buffers:  # record_at(storage_start(t)), inline
+                if buffers:  # storage_start(t), inline
                     rec = buffers.get(t.data_ptr() if not t.storage_offset() else t.untyped_storage().data_ptr())
-                    if rec is not None and rec.serial and self.block_serial(rec.start) != rec.serial:
-                        rec = None
                 if segments:
                     segs = segments.get(t.get_device())
                     if segs is not None:  # _Intervals.get, inline
@@ -230,7 +190,7 @@ class BindingTable:
         return True
 
     def has_storage(self, tensor: Any) -> bool:
-        return self.record_at(tensor.untyped_storage().data_ptr()) is not None
+        return tensor.untyped_storage().data_ptr() in self.buffers
 
     def buffer_count(self) -> int:
         return len(self.buffers)
@@ -242,24 +202,19 @@ class BindingTable:
             i = table.at(start)
             if i < 0 or table.ends[i] != start + size:
                 table.put(start, start + size, {group})
-            elif group not in table.items[i]:
+            else:  # registered with it already, maybe (an engine registers its pool at each context)
                 table.items[i].add(group)
-            else:
-                return  # registered with it already (an engine registers its pool at each context)
-            self.version += 1
 
     def drop_segment(self, dev, start, group=None) -> None:
         """Forget that the segment at ``start`` is registered with ``group`` (None: with any)."""
         with self._lock:
             table = self.segments.get(dev)
-            i = table.at(start) if table is not None else -1
-            if i < 0:
+            if table is None or (i := table.at(start)) < 0:
                 return
             if group is not None:
                 table.items[i].discard(group)
             if group is None or not table.items[i]:
                 table.remove(start)
-            self.version += 1
 
 
 class PoolGroups:
@@ -287,6 +242,7 @@ class PoolGroups:
             if groups.get(key, (None,))[0] is ref:
                 del groups[key]
 
+        ref: Callable[[], Any]
         try:
             ref = weakref.ref(pool, gone)
         except TypeError:  # no weak reference: kept alive

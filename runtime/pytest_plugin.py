@@ -26,12 +26,12 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from . import ENV_VAR, LOG_ENV_VAR, PROFILE_ENV_VAR
-from ._report import MODES, CommGroupRuntimeWarning, Violation, format_summary, parse_switch
+from ._report import CommGroupRuntimeWarning, Violation, format_summary
+from ._settings import ENV_VAR, LOG_ENV_VAR, MODES, PROFILE_ENV_VAR, parse_switch
 
 _PLUGIN = "commgroup-runtime"
 _CHOICES = (*MODES, "off")
@@ -197,15 +197,11 @@ class _Runtime:
         shim, self.test_shim = self.test_shim, None
         if shim is not None:
             shim.__exit__(None, None, None)
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _restore(saved_env)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-        outcome = yield
+        outcome: Any = yield
         report = outcome.get_result()
         new = self.poll()
         pid = os.getpid()
@@ -245,11 +241,7 @@ class _Runtime:
         terminalreporter.write_line(format_summary(found))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        for key, value in self.saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _restore(self.saved_env)
         if self.own_log and self.log:
             try:
                 os.unlink(self.log)
@@ -257,9 +249,17 @@ class _Runtime:
                 pass
 
 
+def _restore(saved_env: dict[str, str | None]) -> None:
+    """The environment variables as they were (None: unset)."""
+    for key, value in saved_env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture
 def commgroup_violations(request: pytest.FixtureRequest) -> RuntimeViolations:
     """The runtime shim's violations recorded during this test (this process and its
     children), as they are recorded."""
-    runtime: _Runtime = request.config.pluginmanager.get_plugin(_PLUGIN)
-    return RuntimeViolations(runtime, request.node)
+    return RuntimeViolations(cast(_Runtime, request.config.pluginmanager.get_plugin(_PLUGIN)), request.node)

@@ -5,9 +5,11 @@
     python scripts/fuzz.py --seconds 600 --failures fuzz-failures/
 
 Seeds run from --seed upward; each seed gives one pysource-codegen program and one mutated
-example/fixture file (both mutated with allocator and collective insertions). Prints the
-numbers of programs, findings and failures; every failing input is saved to --failures.
-Exits 1 if anything failed.
+example/fixture file (both mutated with allocator and collective insertions), the latter also
+under a hostile file name through every reporter; every 10th seed a long `if`/`elif` chain,
+and every 50th a tree of non-regular files (a FIFO, a link to /dev/zero, ...) checked by the
+command under a time and memory limit (`--no-trees` to skip). Prints the numbers of programs,
+findings and failures; every failing input is saved to --failures. Exits 1 if anything failed.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import fuzzkit  # noqa: E402
 
 
-def run_seed(seed: int, fix: bool = True) -> fuzzkit.Outcome:
+def run_seed(seed: int, fix: bool = True, trees: bool = True) -> fuzzkit.Outcome:
     total = fuzzkit.Outcome()
     for source in ("generated", "corpus"):
         program = fuzzkit.program_for(seed, source)
         if program is not None:
             total.add(fuzzkit.check_program(program, fix=fix))
+    total.add(fuzzkit.shapes_for(seed, trees=trees))
     return total
 
 
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures"),
                         help="directory for failing inputs (default: %(default)s)")
     parser.add_argument("--no-fix", action="store_true", help="check the engine only, not --fix")
+    parser.add_argument("--no-trees", action="store_true", help="skip the trees of non-regular files")
     args = parser.parse_args(argv)
     if args.count is None and args.seconds is None:
         args.count = 10_000
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = iter(range(args.seed, 2**62))
     last_print = started
     with multiprocessing.Pool(args.jobs) as pool:
-        for outcome in pool.imap(functools.partial(run_seed, fix=not args.no_fix), seeds, chunksize=8):
+        for outcome in pool.imap(functools.partial(run_seed, fix=not args.no_fix, trees=not args.no_trees), seeds, chunksize=8):
             total.add(outcome)
             for kind, detail, program in outcome.failures:
                 args.failures.mkdir(parents=True, exist_ok=True)

@@ -74,12 +74,12 @@ def test_a_line_ending_inside_a_string_gets_its_statement_covered() -> None:
     text = 'x = call(buf, """\ntext\n""")\ny = call(\n    a,\n    b)\nz = 1 + \\\n    2\n'
     added = add_suppressions(text, [finding("CGL001", 1), finding("CGL002", 5), finding("CGL002", 7)])
     assert added.text == (
-        'x = call(buf, """\ntext\n""")\ny = call(\n    a,  # commgroup-lint: ignore[CGL002]\n    b)\n'
-        'z = 1 + \\\n    2\n'
+        'x = call(buf, """\ntext\n""")  # commgroup-lint: ignore[CGL001]\ny = call(\n    a,  # commgroup-lint: ignore[CGL002]\n    b)\n'
+        'z = 1 + \\\n    2  # commgroup-lint: ignore[CGL002]\n'
     )
     # Line 1 ends in the string and is its statement's first line; line 7 ends in a backslash
-    # and starts its statement: no line can take a comment that covers them.
-    assert [f.start.line for f in added.unplaced] == [1, 7]
+    # and starts its statement: the comment goes to the statement's last line, which covers it.
+    assert added.unplaced == []
 
 
 def test_a_finding_inside_a_string_goes_to_its_statements_first_line() -> None:
@@ -124,3 +124,31 @@ def test_add_noqa_with_fix_is_a_usage_error(project: Path) -> None:
     assert (result.exit_code, result.stderr) == (
         2, "error: --add-noqa cannot be combined with --fix or --diff: suppress the findings, or fix them\n")
     assert (project / "bad.py").read_text() == BAD
+
+
+# --- the three lines it once refused (issue 35, item 15) ----------------------------------------
+
+CALL = IMPORTS + "\n\ndef missing():\n"
+DIRECTIVE = "  # commgroup-lint: ignore[CGL001]"
+
+
+@pytest.mark.parametrize(("name", "before", "after"), [
+    ("cr_only", (CALL + "    return get_local_dp_buffer()\n").replace("\n", "\r"),
+     (CALL + "    return get_local_dp_buffer()" + DIRECTIVE + "\n").replace("\n", "\r")),
+    ("lone_cr_in_a_string", IMPORTS + "s = '''a\rb'''\n" + CALL[len(IMPORTS):] + "    return get_local_dp_buffer()\n",
+     IMPORTS + "s = '''a\rb'''\n" + CALL[len(IMPORTS):] + "    return get_local_dp_buffer()" + DIRECTIVE + "\n"),
+    ("backslash_on_the_call_line", CALL + "    return get_local_dp_buffer(\\\n    )\n",
+     CALL + "    return get_local_dp_buffer(\\\n    )" + DIRECTIVE + "\n"),
+])
+def test_placed_where_the_reader_covers_the_finding(project: Path, name: str, before: str, after: str) -> None:
+    (project / f"{name}.py").write_bytes(before.encode())
+    result = check("--add-noqa", ".")
+    assert (result.exit_code, result.stderr) == (0, "Added 1 suppression comment to 1 file.\n")
+    assert (project / f"{name}.py").read_bytes() == after.encode()
+    assert check(".").exit_code == 0  # suppressed, and the comment is not reported unused
+
+
+def test_a_finding_no_comment_can_reach_is_left_unplaced() -> None:
+    """Only where the tokenizer stops before the statement ends (a file that parses never does)."""
+    added = add_suppressions('x = f("""a\nb\n', [finding("CGL001", 1)])
+    assert (added.text, [f.start.line for f in added.unplaced]) == ('x = f("""a\nb\n', [1])

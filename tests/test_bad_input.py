@@ -22,13 +22,16 @@ from click.testing import CliRunner
 
 from commgroup_lint import settings
 from commgroup_lint.cli import main
+from commgroup_lint.files import SOURCE_LIMIT
+from commgroup_lint.source import too_large
 
 IMPORT = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n"
 GOOD = IMPORT + "\n\ndef forward():\n    return get_local_dp_buffer()\n"
 GOOD_FINDING = ("CGL001", 5, 12, "`get_local_dp_buffer` is called without its group argument `group`")
 NOT_UTF8_HINT = "convert it to UTF-8 or declare its encoding with a PEP 263 coding line"
 TOO_DEEP_PARSER = "nested too deeply for the Python parser"
-TOO_DEEP_ANALYSIS = "nested too deeply to analyse"
+TOO_DEEP_FUNCTION = "function `forward` nested too deeply to analyse (more than 200 levels); the rest of the file was checked"
+PARSER_OUT_OF_MEMORY = "the Python parser ran out of memory (its stack, on deep nesting, or the process's)"
 
 
 def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None,
@@ -159,15 +162,40 @@ def test_binary_file_named_py(tree: Path) -> None:
     only_cgl000(tree, "blob.py", "binary file (contains NUL bytes); not Python source")
 
 
-def test_five_megabyte_file(tree: Path) -> None:
-    padding = "x = 1  # padding line\n" * (5_000_000 // 22 + 1)
+def test_a_file_just_under_the_size_limit(tree: Path) -> None:
+    padding = "x = 1  # padding line\n" * ((SOURCE_LIMIT - 200) // 22)
     write(tree, "big.py", GOOD + padding + "y = get_local_dp_buffer()\n")
-    assert (tree / "big.py").stat().st_size > 5_000_000
+    assert SOURCE_LIMIT - 200 < (tree / "big.py").stat().st_size <= SOURCE_LIMIT
     rc, findings, _ = check_json(tree, ".")
     last = 5 + padding.count("\n") + 1
     assert findings == sorted([good_finding(), good_finding("big.py"),
                                ("big.py", "CGL001", last, 5, GOOD_FINDING[3])])
     assert rc == 1
+
+
+def test_a_file_over_the_size_limit_is_reported_not_read(tree: Path) -> None:
+    """Parsing takes about 500 times a file's size in memory: a file over `SOURCE_LIMIT` is
+    one CGL000, and the files beside it are still checked."""
+    padding = "x = 1  # padding line\n" * (SOURCE_LIMIT // 22 + 1)
+    write(tree, "big.py", GOOD + padding)
+    assert (tree / "big.py").stat().st_size > SOURCE_LIMIT
+    only_cgl000(tree, "big.py", too_large(SOURCE_LIMIT))
+    assert too_large(SOURCE_LIMIT) == ("too large to check (over the 4 MiB limit for one file); "
+                                       "exclude it or split it")
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_the_size_limit_is_exact(tmp_path: Path, over: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commgroup_lint import source
+
+    path = tmp_path / "m.py"
+    path.write_text(GOOD)
+    monkeypatch.setattr(source, "SOURCE_LIMIT", len(GOOD) - over)
+    if over:
+        with pytest.raises(source.SourceError, match="too large to check"):
+            source.read_bytes(path)
+    else:
+        assert source.read_bytes(path) == GOOD.encode()
 
 
 # --- nesting: CPython's parser and the lowering both refuse; nothing may crash the process --------
@@ -178,13 +206,13 @@ def test_five_megabyte_file(tree: Path) -> None:
     ("sum", "+".join(["a"] * 100_000), TOO_DEEP_PARSER),
     ("chain", "a" + ".b" * 100_000, TOO_DEEP_PARSER),
     ("call_chain", "f" + "(1)" * 50_000, TOO_DEEP_PARSER),
-    ("unary", "-" * 100_000 + "a", TOO_DEEP_PARSER),
-    ("conditional", "a if b else " * 20_000 + "c", TOO_DEEP_PARSER),
-    ("lambdas", "lambda: " * 20_000 + "1", TOO_DEEP_PARSER),
-    # deep enough for the dataflow's recursion, shallow enough for CPython's parser
-    ("sum_1k", "+".join(["a"] * 1000), TOO_DEEP_ANALYSIS),
-    ("attribute_chain_600", "get_local_dp_buffer(g)" + ".b" * 600, TOO_DEEP_ANALYSIS),
-    ("call_chain_600", "get_local_dp_buffer(g)" + "(1)" * 600, TOO_DEEP_ANALYSIS),
+    ("unary", "-" * 100_000 + "a", PARSER_OUT_OF_MEMORY),
+    ("conditional", "a if b else " * 20_000 + "c", PARSER_OUT_OF_MEMORY),
+    ("lambdas", "lambda: " * 20_000 + "1", PARSER_OUT_OF_MEMORY),
+    # deep enough for the dataflow's recursion, shallow enough for CPython's parser: the function is lost
+    ("sum_1k", "+".join(["a"] * 1000), TOO_DEEP_FUNCTION),
+    ("attribute_chain_600", "get_local_dp_buffer(g)" + ".b" * 600, TOO_DEEP_FUNCTION),
+    ("call_chain_600", "get_local_dp_buffer(g)" + "(1)" * 600, TOO_DEEP_FUNCTION),
     ("calls_190", "f(" * 190 + "get_local_dp_buffer(g)" + ")" * 190, None),
 ])
 def test_deeply_nested_expressions(tree: Path, name: str, expression: str, message: str | None) -> None:
@@ -197,7 +225,7 @@ def test_deeply_nested_expressions(tree: Path, name: str, expression: str, messa
         assert bad == [] and rc == 1
         return
     # Python 3.10's parser builds some trees 3.11 refuses; then the lowering refuses them instead
-    accepted = {message, TOO_DEEP_ANALYSIS} if message == TOO_DEEP_PARSER and sys.version_info < (3, 11) else {message}
+    accepted = {message, TOO_DEEP_FUNCTION} if message in (TOO_DEEP_PARSER, PARSER_OUT_OF_MEMORY) and sys.version_info < (3, 11) else {message}
     assert len(bad) == 1 and bad[0][1:2] == ("CGL000",) and bad[0][4] in accepted
     assert rc == 1 and stderr == ""
 
@@ -207,7 +235,7 @@ def test_deep_statements_with_a_deep_expression(tree: Path) -> None:
     blocks = "".join(" " * i + "if x:\n" for i in range(1, 99))
     source = IMPORT + "def forward(g):\n" + blocks + " " * 99 + "y = get_local_dp_buffer(g)" + ".b" * 150 + "\n"
     write(tree, "deep.py", source)
-    only_cgl000(tree, "deep.py", TOO_DEEP_ANALYSIS)
+    only_cgl000(tree, "deep.py", TOO_DEEP_FUNCTION, 2, 1)
 
 
 def test_too_many_indentation_levels(tree: Path) -> None:

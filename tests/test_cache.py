@@ -139,16 +139,19 @@ def test_a_damaged_cache_file_is_ignored(corpus: Path, tmp_path: Path, damage: s
 
 
 def test_a_cache_file_naming_a_foreign_class_is_ignored(corpus: Path, tmp_path: Path) -> None:
-    import hashlib
+    """Even signed with the user's key, a callable from outside commgroup-lint is refused."""
     import pickle
 
     from commgroup_lint import cache as cache_module
+    from commgroup_lint import signing
 
     cache = tmp_path / "cache"
     expected = check([corpus], cache_dir=cache)
     (path,) = cache.glob("*.pickle")
-    payload = pickle.dumps({"a": os.system})  # would be a callable from outside commgroup-lint
-    path.write_bytes(cache_module._MAGIC + hashlib.sha256(payload).digest() + payload)
+    body = cache_module._MAGIC + pickle.dumps({"a": os.system})
+    key = signing.user_key(path.parent.parent)
+    assert key is not None
+    path.write_bytes(signing.signature(key, path.name.encode() + body) + body)
     assert check([corpus], cache_dir=cache) == expected
 
 

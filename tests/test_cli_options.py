@@ -14,9 +14,6 @@ from rich.console import Console
 
 from commgroup_lint import options
 from commgroup_lint.cli import main
-from commgroup_lint.discovery import discover
-from commgroup_lint.engine import Linter
-from commgroup_lint.profile import load_shipped
 
 BAD = "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\ndef forward():\n    return get_local_dp_buffer()\n"
 MESSAGE = (
@@ -115,8 +112,8 @@ def test_statistics_json_and_file(project: Path) -> None:
     result = check("--statistics", "--format", "json", "-o", "stats.json", ".")
     assert (result.exit_code, result.stdout) == (1, "")
     assert json.loads((project / "stats.json").read_text()) == [
-        {"code": "CGL001", "name": "missing-group", "count": 1, "fixable": False},
-        {"code": "CGL101", "name": "blanket-suppression", "count": 1, "fixable": False},
+        {"code": "CGL001", "name": "missing-group", "count": 1, "fixable": False, "fixable_count": 0},
+        {"code": "CGL101", "name": "blanket-suppression", "count": 1, "fixable": False, "fixable_count": 0},
     ]
     assert check("--statistics", "--select", "CGL002", ".").stdout == ""
 
@@ -162,27 +159,77 @@ def test_progress_only_on_a_terminal_for_big_runs_without_quiet(monkeypatch: pyt
     assert not options.wants_progress(1000, quiet=True)
     monkeypatch.setattr(options, "stderr_is_terminal", lambda: False)
     assert not options.wants_progress(1000, quiet=False)
-    with options.progress_reporter(1000, quiet=False) as advance:
-        assert advance is None
 
-
-def test_progress_bar_draws_and_the_engine_calls_it_once_per_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(5):
-        (tmp_path / f"m{i}.py").write_text(BAD if i == 0 else "x = 1\n")
-    (tmp_path / "broken.py").write_bytes(b"\xff\xfe\x00")
+def test_the_spinner_says_what_runs_and_claims_no_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count of files done sat at 0 for a whole run (the index's fixpoint is most of it)."""
     monkeypatch.setattr(options, "stderr_is_terminal", lambda: True)
-    monkeypatch.setattr(options, "PROGRESS_THRESHOLD", 3)
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=True, width=80)
-    calls = []
-    with options.progress_reporter(6, quiet=False, console=console) as advance:
-        assert advance is not None
-        result = Linter(load_shipped("sglang")).lint(discover([str(tmp_path)]), progress=lambda: (calls.append(1), advance()))
-    assert len(calls) == 6 == result.files_checked
-    assert "6/6" in buffer.getvalue()
+    with options.progress_spinner(1958, quiet=False, console=Console(file=buffer, force_terminal=True, width=80)):
+        pass
+    drawn = buffer.getvalue()
+    assert "checking 1958 files" in drawn and "0:00:00" in drawn
+    assert "/1958" not in drawn
+    buffer = io.StringIO()
+    with options.progress_spinner(1958, quiet=True, console=Console(file=buffer, force_terminal=True, width=80)):
+        pass
+    assert buffer.getvalue() == ""
 
 
 def test_no_progress_output_when_not_a_terminal(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(options, "PROGRESS_THRESHOLD", 0)
     result = check("-q", "--exit-zero", ".")
     assert result.stderr == ""
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dp_attention"
+
+
+@pytest.fixture
+def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The bundled example (safe fixes, an unsafe one, findings without a fix) in a scratch directory."""
+    import shutil
+
+    shutil.copytree(EXAMPLE, tmp_path / "dp_attention")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "dp_attention"
+
+
+def test_statistics_mark_what_fix_applies_as_ruff_does(example: Path) -> None:
+    """As ruff 0.17.6 prints them: `[*]` `--fix` fixes every finding of the code, `[-]` some,
+    `[ ]` none; an unsafe fix counts only with --unsafe-fixes."""
+    assert check("--statistics", "dp_attention").stdout == (
+        "2\tCGL001\t[*] missing-group\n2\tCGL002\t[-] group-mismatch\n"  # one CGL002 has no fix
+        "1\tCGL003\t[ ] hidden-group\n1\tCGL004\t[ ] inconsistent-selection\n"  # CGL004's fix is unsafe
+    )
+    assert "1\tCGL004\t[*] inconsistent-selection\n" in check("--statistics", "--unsafe-fixes", "dp_attention").stdout
+    fixable = {s["code"]: (s["fixable"], s["fixable_count"])
+               for s in json.loads(check("--statistics", "--output-format", "json", "dp_attention").stdout)}
+    assert fixable == {"CGL001": (True, 2), "CGL002": (False, 1), "CGL003": (False, 0), "CGL004": (False, 0)}
+
+
+def test_output_format_is_an_alias_of_format(example: Path) -> None:
+    assert check("--output-format", "json", "dp_attention").stdout == check("--format", "json", "dp_attention").stdout
+    assert check("--output-format", "github", "dp_attention").stdout.startswith("::error file=dp_attention/")
+
+
+def test_exit_non_zero_on_fix(example: Path) -> None:
+    forward = example / "deepseek_v4_forward.py"
+    original = forward.read_text()
+    quiet = check("--fix", "--select", "CGL001", "--exit-non-zero-on-fix", "--exit-zero", "dp_attention")
+    assert (quiet.exit_code, forward.read_text() != original) == (0, True)  # --exit-zero wins, as in ruff
+    forward.write_text(original)
+    fixed = check("--fix", "--exit-non-zero-on-fix", "--select", "CGL001", "dp_attention")
+    assert (fixed.exit_code, fixed.stdout) == (1, "Fixed 2 findings, 0 remaining (4 files checked).\n")
+    assert check("--fix", "--exit-non-zero-on-fix", "--select", "CGL001", "dp_attention").exit_code == 0  # none left
+    forward.write_text(original)
+    assert check("--fix", "--select", "CGL001", "dp_attention").exit_code == 0  # without the flag
+
+
+def test_fix_hint_in_ruffs_words(example: Path) -> None:
+    """ruff 0.17.6's summary lines, word for word."""
+    assert check("dp_attention").stdout.endswith(
+        "[*] 3 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n")
+    assert check("--select", "CGL004", "dp_attention").stdout.endswith(
+        "Found 1 finding (4 files checked).\n1 unsafe fix available with `--fix --unsafe-fixes`.\n")
+    assert check("--select", "CGL004", "--unsafe-fixes", "dp_attention").stdout.endswith(
+        "[*] 1 fixable with `--fix`.\n")

@@ -38,6 +38,5 @@ def test_bundled_example_text_summary() -> None:
     assert proc.returncode == 1
     assert proc.stdout.endswith(
         f"Found {len(EXPECTED)} findings (4 files checked).\n"
-        "[*] 3 fixable with `--fix`.\n"
-        "1 hidden fix can be enabled with `--unsafe-fixes`.\n"  # CGL004's
+        "[*] 3 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n"
     )

@@ -138,7 +138,7 @@ def test_unsafe_fixes_only_with_the_flag(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / "c.py").read_text(encoding="utf-8") == DISAGREE
     assert safe.stdout.strip().splitlines()[-2:] == [  # how many unsafe fixes --fix left
         "Fixed 0 findings, 1 remaining (1 file checked).",
-        "1 hidden fix can be enabled with `--unsafe-fixes`.",
+        "1 unsafe fix available with `--fix --unsafe-fixes`.",
     ]
     unsafe = CliRunner().invoke(cli.main, ["check", "--fix", "--unsafe-fixes", "c.py"])
     assert unsafe.exit_code == 0
@@ -156,7 +156,7 @@ def test_a_fix_that_would_not_parse_is_reverted(tmp_path: Path, monkeypatch: pyt
     real = autofix.add_argument
     monkeypatch.setattr(autofix, "add_argument", lambda *a: (lambda e: Edit(e.start, e.end, e.replacement + "(("))(real(*a)))
     result = check(tmp_path, monkeypatch, {"a.py": FIXABLE, "b.py": UNFIXABLE}, "--fix")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a fix that could not be written (docs/usage.md, "Exit codes")
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == FIXABLE
     assert "error: could not fix a.py: the fixed file would not parse" in result.stderr
     assert "left unchanged" in result.stderr
@@ -164,7 +164,7 @@ def test_a_fix_that_would_not_parse_is_reverted(tmp_path: Path, monkeypatch: pyt
         "Fixed 0 findings, 2 remaining (2 files checked).", "[*] 1 fixable with `--fix`.",
     ]
     diff = CliRunner().invoke(cli.main, ["check", "--diff", "a.py"])
-    assert (diff.exit_code, diff.stdout) == (0, "")
+    assert (diff.exit_code, diff.stdout) == (2, "")
     assert "error: could not fix a.py: the fixed file would not parse" in diff.stderr
 
 
@@ -179,7 +179,7 @@ def test_a_file_changed_on_disk_is_not_overwritten(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(cli, "fix_result", fix_then_edit)
     result = check(tmp_path, monkeypatch, {"a.py": FIXABLE}, "--fix")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert (tmp_path / "a.py").read_text(encoding="utf-8") == edited
     assert "error: could not fix a.py: changed on disk since it was read; not written" in result.stderr
     assert result.stdout.strip().splitlines()[-2:] == [

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 import fuzzkit
 
+pytestmark = pytest.mark.slow  # about a minute: the fast subset leaves it to the whole suite
+
 GENERATED_SEEDS = range(120)  # pysource-codegen programs, mutated
 CORPUS_SEEDS = range(300)  # examples/ and tests/fixtures/ files, mutated
 
@@ -44,6 +46,18 @@ def test_mutated_fixtures() -> None:
     assert total.findings["CGL001"] > 0 and total.findings["CGL002"] > 0
     if fuzzkit.fixer_available():
         assert total.fixed_files > 0  # the fix checks ran on something
+    assert_no_failures(total)
+
+
+def test_hostile_names_and_elif_chains() -> None:
+    """The shapes of issue 35: every reporter keeps a hostile name printable and parseable, and a
+    long `elif` chain is analysed, never a CGL000 (the trees of non-regular files run in
+    scripts/fuzz.py: a subprocess each)."""
+    total = fuzzkit.Outcome()
+    for seed in range(40):
+        total.add(fuzzkit.shapes_for(seed))
+    assert total.programs == 44
+    assert total.findings["CGL001"] > 0  # the chains were analysed
     assert_no_failures(total)
 
 

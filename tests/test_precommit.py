@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -154,3 +155,24 @@ def test_fix_hook_runs(tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_h
     assert "exit code: 2" not in result.stdout, result.stdout
     rerun = pre_commit(cwd, pre_commit_home, "--all-files")
     assert "exit code: 2" not in rerun.stdout, rerun.stdout
+
+
+def test_the_readmes_snippet_runs_against_a_local_clone(
+        tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path) -> None:
+    """The README's `.pre-commit-config.yaml` as written, but for its repository (a `file://` clone
+    of this checkout: no network in the tests) and `rev:` (that clone's commit, as the README asks)."""
+    repo, rev = hook_repo
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = re.search(r"```yaml\n(repos:\n.*?)```", readme, re.DOTALL)
+    assert snippet is not None
+    config = snippet.group(1)
+    assert "    rev: COMMIT\n" in config and "  - repo: https://github.com/commgroup-lint/commgroup-lint\n" in config
+    config = config.replace("https://github.com/commgroup-lint/commgroup-lint", repo.as_uri()).replace(
+        "rev: COMMIT", f"rev: {rev}")
+    (tmp_path / ".pre-commit-config.yaml").write_text(config)
+    (tmp_path / "model.py").write_text(BAD)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    failed = pre_commit(tmp_path, pre_commit_home, "--all-files")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "model.py:5:12: CGL001 `get_local_dp_buffer` is called without its group argument `group`" in failed.stdout

@@ -174,3 +174,19 @@ async def test_a_bad_configuration_is_shown_not_raised(client: LanguageClient, p
     assert list(params.diagnostics) == []
     assert message.type == types.MessageType.Error
     assert message.message.startswith(f"commgroup-lint: {project / 'pyproject.toml'}: key 'tool.commgroup-lint.selct'")
+
+
+async def test_each_document_reports_as_its_nearest_configuration(client: LanguageClient, project: Path) -> None:
+    """As `check` run in the workspace folder (tests/test_nested_config.py): `dpa/` ignores CGL002."""
+    source = ("from sglang.srt.distributed import get_tp_group\n"
+              "from sglang.srt.layers.dp_attention import attn_tp_all_gather_into_tensor, get_local_dp_buffer\n\n\n"
+              "def gather(x):\n    out = get_local_dp_buffer(get_tp_group())\n    attn_tp_all_gather_into_tensor(out, x)\n"
+              "    return get_local_dp_buffer()\n")
+    (project / "pyproject.toml").write_text("[tool.commgroup-lint]\n")
+    for name in ("dpa", "other"):
+        (project / name).mkdir()
+        (project / name / "mod.py").write_text(source)
+    (project / "dpa" / "pyproject.toml").write_text('[tool.commgroup-lint]\nignore = ["CGL002"]\n')
+    nested = [("CGL001", 7, 11, 7, 32)]
+    assert summary(await open_file(client, project / "dpa" / "mod.py")) == nested
+    assert summary(await open_file(client, project / "other" / "mod.py")) == [("CGL002", 5, 10, 5, 45), *nested]

@@ -166,3 +166,26 @@ def test_rule_examples(tmp_path: Path, rule) -> None:  # noqa: ANN001
         assert [c for c in lint(tmp_path, example.code) if c[0] == rule.code] == [], example.code
     for example in rule.INVALID:
         assert [c[1] for c in lint(tmp_path, example.code) if c[0] == rule.code] == [example.line], example.code
+
+
+@pytest.mark.parametrize("comment", ["# noqa: CGL001", "# noqa:CGL001", "# NOQA: E501, CGL001", "# noqa: F401 CGL001",
+                                     "# noqa: CGL001  explanation after the codes"])
+def test_noqa_naming_a_cgl_code_is_an_alias(tmp_path: Path, comment: str) -> None:
+    assert lint(tmp_path, IMPORT + f"x = get_local_dp_buffer()  {comment}\n") == []
+    assert lint(tmp_path, IMPORT + f"x = get_local_dp_buffer(  {comment}\n    hidden_size=16,\n)\n") == []
+
+
+@pytest.mark.parametrize("comment", ["# noqa", "# noqa: E501", "# noqa: E501,F401", "# noqa CGL001", "# no qa: CGL001"])
+def test_noqa_naming_no_cgl_code_changes_nothing(tmp_path: Path, comment: str) -> None:
+    """Other linters' comments: no finding suppressed, none reported (no CGL100, no CGL101)."""
+    assert lint(tmp_path, IMPORT + f"x = get_local_dp_buffer()  {comment}\n") == [("CGL001", 2, 5, MISSING)]
+    assert lint(tmp_path, f"x = 1  {comment}\n") == []
+
+
+def test_an_unused_noqa_code_is_reported_as_written(tmp_path: Path) -> None:
+    assert lint(tmp_path, IMPORT + "x = get_local_dp_buffer()  # noqa: CGL002, E501\n") == [
+        ("CGL001", 2, 5, MISSING),
+        ("CGL100", 2, 28, "unused suppression: `noqa: CGL002` suppresses nothing; no CGL002 finding on this line or statement"),
+    ]
+    assert lint(tmp_path, "x = 1  # noqa: CGL9\n")[0][3] == (
+        "unused suppression: `noqa: CGL9` suppresses nothing; `CGL9` is not a rule code (run `commgroup-lint rules`)")

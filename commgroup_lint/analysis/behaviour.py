@@ -125,12 +125,19 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class SelfAttribute:
+    """The receiver's attribute (a getter, a property): what the caller's instance holds there."""
+
+    attr: str
+
+
+@dataclass(frozen=True)
 class Items:
     items: tuple[tuple[Returned, ...], ...]
 
 
 Returned = (Groups | NewGroup | Argument | Size | Memory | Context | PoolContext | Flag | Constant | Partial | Instance
-            | Items)
+            | SelfAttribute | Items)
 
 
 @dataclass(frozen=True)
@@ -185,12 +192,15 @@ class Behaviour:
     """Memory it binds to a group its caller gives and keeps (on `self`, in a global) rather than
     returns: each call binds memory to the caller's group (`Buffer(process_group=tp)`)."""
     calls_params: tuple[CallsParam, ...] = ()
+    stores: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
+    """What a constructor leaves in the new instance's attributes (`self.group = group`), by
+    attribute, in the callee's terms: the instance's fields at each call."""
     origin: str | None = None  # where the scanned code defines it
 
     @property
     def empty(self) -> bool:
         return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools or self.keeps
-                    or self.calls_params)
+                    or self.calls_params or self.stores)
 
     def allocator(self) -> Memory | None:
         """The memory this call returns, when it is an allocation API."""

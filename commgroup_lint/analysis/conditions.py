@@ -24,6 +24,7 @@ import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from commgroup_lint.analysis import ir
 
@@ -151,6 +152,7 @@ def key_operands(key: str) -> tuple[str, ...]:
     return (relation[0], relation[2]) if relation else (key,)
 
 
+@lru_cache(maxsize=8192)  # a long `elif` chain shows each of its tests in every later branch's condition
 def display_literal(literal: Literal) -> str:
     key, holds = literal
     choice = split_choice(key)
@@ -178,6 +180,7 @@ def display_condition(literals: Iterable[Literal]) -> str:
 SIZE, FLAG, DATA, CALLABLE = "size", "flag", "data", "callable"
 
 
+@lru_cache(maxsize=8192)
 def kind(key: str) -> str:
     """What a literal is about: a relation between world sizes (`size`); a flag or mode the code
     sets (`flag`: an attribute of `self`, a module-level value, a parameter used as a boolean);

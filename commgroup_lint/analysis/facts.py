@@ -8,6 +8,7 @@ made in one branch is not compared with a consumer in the exclusive one.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from commgroup_lint.analysis import ir
@@ -20,8 +21,35 @@ def is_symbolic(group: str) -> bool:
     return group.startswith(SYMBOLIC)
 
 
+# A group a `new_groups` call makes (`dist.new_group(ranks)`) is known by where it was made, so
+# that two calls are two groups; once a variable or attribute holds it, it is shown by that
+# holder (`first`, `self.pg`), as a reader names it, and stays distinct by where it was made.
+FRESH = "\x1e"  # the prefix of a new group no variable holds yet
+HELD = "\x1f"  # between the holder of a new group and where it was made
+
+
+def new_group(call: str, where: str) -> str:
+    return f"{FRESH}{call}() at {where}"
+
+
+def held_by(group: str, holder: str) -> str:
+    """A fresh new group, once `holder` holds it; any other group as it is."""
+    return f"{holder}{HELD}{group[len(FRESH):]}" if group.startswith(FRESH) else group
+
+
 def display_group(group: str) -> str:
-    return group[len(SYMBOLIC):] if is_symbolic(group) else group
+    if is_symbolic(group):
+        return group[len(SYMBOLIC):]
+    holder, held, _ = group.partition(HELD)
+    return f"`{holder}`" if held else group.removeprefix(FRESH)
+
+
+def place_key(location: str) -> str:
+    """`path:line` as a key: `./pkg/a.py:7` (from `check .`) and `pkg/a.py:7` (from `check pkg/a.py`)
+    are one place, as the cache takes them for one file, which keeps the analysis of a run that
+    named it the other way."""
+    path, _, line = location.rpartition(":")
+    return f"{os.path.normpath(path)}:{line}"
 
 
 # A group the memory is bound to (or a collective runs on), with the literals under which.
@@ -170,13 +198,21 @@ class ConstFact:
 
 
 @dataclass(frozen=True)
+class SelfFieldFact:
+    """A method returns its receiver's attribute (`return self._group`): to a caller that knows
+    the receiver (an instance built here), that instance's field. Only ever in `returns`."""
+
+    attr: str
+
+
+@dataclass(frozen=True)
 class UnknownFact:
     pass
 
 
 UNKNOWN = UnknownFact()
 Fact = (GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | TupleFact
-        | CallableFact | ObjectFact | ConstFact | UnknownFact)
+        | CallableFact | ObjectFact | ConstFact | SelfFieldFact | UnknownFact)
 Value = frozenset[Fact]
 UNKNOWN_VALUE: Value = frozenset({UNKNOWN})
 

@@ -14,6 +14,7 @@ conditions are read in the caller's terms, and what it consumes is recorded.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from commgroup_lint.analysis.conditions import (
     relation_key,
 )
 from commgroup_lint.analysis.facts import (
+    FRESH,
     SYMBOLIC,
     UNKNOWN,
     UNKNOWN_VALUE,
@@ -63,9 +65,12 @@ from commgroup_lint.analysis.facts import (
     ParamFact,
     ParamUse,
     PathFact,
+    SelfFieldFact,
     SizeFact,
     TupleFact,
     Value,
+    held_by,
+    new_group,
 )
 from commgroup_lint.analysis.names import ImportTable
 
@@ -125,6 +130,21 @@ def flatten(value: Value) -> Iterator[Fact]:
             yield f
 
 
+def iterated_elements(value: Value) -> Value:
+    """What iterating over the value yields: each item of a tuple or list whatever it holds
+    (a group, a helper's result resolved later, a pair to unpack), a buffer's rows (views of its
+    memory); of anything else, something unknown."""
+    out: set[Fact] = set()
+    for f in value:
+        if isinstance(f, TupleFact):
+            out.update(*f.items)
+        elif isinstance(f, BufferFact):
+            out.add(f)
+        else:
+            out.add(UNKNOWN)
+    return frozenset(out) or UNKNOWN_VALUE
+
+
 def guarded_groups(value: Value) -> tuple[Guarded, ...] | None:
     """The groups a value may be, each with its guard; None when a possibility is not a group.
     A parameter stands for the group it will be (`?name`)."""
@@ -157,6 +177,17 @@ def scoped(literals: Iterable[Literal], keep: tuple[str, ...]) -> frozenset[Lite
 
 
 PORTABLE = (QUANTITY, GLOBAL, SELF, PARAM)  # literals a summary can carry (locals mean nothing elsewhere)
+
+
+@dataclass(frozen=True)
+class _Fork:
+    """An undecided `if` whose body was walked, waiting for its `else` (see `FunctionFlow.branch`)."""
+
+    start_cond: PathCondition
+    when_true: PathCondition
+    when_false: PathCondition
+    through_body: bool
+    body_env: Env
 
 
 @dataclass
@@ -200,10 +231,17 @@ class FunctionFlow:
         self._bindings: dict[str, int] = {}  # how often each name (or `self.x`) was bound: see `choice_site`
         self._replays = 0  # calls replayed inside one another (`f(f, x)` where `f` calls its step)
         self._jumps: list[dict[str, list[Env]]] = []  # per enclosing loop: the envs at each `break`/`continue`
+        self._local_functions: dict[str, ir.FunctionDef] = {}  # defined in this body (`def`, `lambda`), by path
+        self._inlined = 0  # how many calls of local functions enclose this flow (see `inline`)
+        self._yielded: set[Fact] | None = None  # what a generator function yields, once it has yielded
+        self._yield_contexts: set[Fact] = set()  # the contexts open at its yields
 
     # statements ------------------------------------------------------------------
     def run(self, body: Iterable[ir.Stmt]) -> None:
         self.block(body)
+        if self._yielded is not None:  # a generator function returns the sequence of what it yields,
+            # and, used as a `with` manager (`@contextmanager`), the contexts open where it yields
+            self.facts.returns = set(TupleFact.of((frozenset(self._yielded),))) | self._yield_contexts
         self.facts.allocations = sorted(self._allocations.values(), key=lambda a: (a.call.span.line, a.call.span.col))
         self.facts.wanted |= self.deciding_helpers()
 
@@ -237,13 +275,15 @@ class FunctionFlow:
         elif isinstance(s, ir.Return):
             if s.value is not None:  # `return tp_size == attn_dp_size and ...`: a flag keeps its relation
                 self.facts.returns.update(self.guard(self.flag_value(self.eval(s.value), s.value), self.cond))
+                if (key := self.reference_key(s.value)) is not None and key.startswith("self."):
+                    self.facts.returns.add(SelfFieldFact(key.removeprefix("self.")))  # a getter
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
                 self._jumps[-1][s.kind].append(dict(self.env))
             return False
         elif isinstance(s, ir.FunctionDef):
-            self.env[s.name] = frozenset({PathFact(f"{self.facts.qualname}.{s.name}")})  # its summary, if any
+            self.env[s.name] = self.local_function(s)
         elif isinstance(s, ir.ClassDef):
             self.env[s.name] = UNKNOWN_VALUE  # analysed on its own
         elif isinstance(s, ir.Import) and self.facts.node is not None:
@@ -258,29 +298,49 @@ class FunctionFlow:
         return True
 
     def branch(self, test: ir.Expr, body: Sequence[ir.Stmt], orelse: Sequence[ir.Stmt]) -> bool:
-        self.eval(test)
-        if self.facts.allocations:
-            self.want_flags(test)
-        decided = self.decided(test)
-        if decided is not None:  # `if not norm_fused:` where norm_fused is False: one branch runs
-            return self.block(body if decided else orelse)
-        when_true, when_false = self.literals(test)
-        start_env, start_cond = self.env, self.cond
-        empty = _emptiness_test(test)  # (variable, whether the test is true when it is empty)
-        self.env, self.cond = _emptied(start_env, empty, True), start_cond | when_true
-        through_body, body_env = self.block(body), self.env
-        self.env, self.cond = _emptied(start_env, empty, False), start_cond | when_false
-        through_else, else_env = self.block(orelse), self.env
-        if through_body and through_else:
-            body_env, else_env = self.guarded(body_env, else_env, when_true), self.guarded(else_env, body_env, when_false)
-            self.env, self.cond = join(body_env, else_env), start_cond
-        elif through_body:
-            self.env, self.cond = body_env, start_cond | when_true
+        """An `if` and its `elif`s, walked in a loop rather than by recursing once per `elif` (a
+        chain of thousands is valid Python): each undecided test forks the path, and the forks
+        join again from the last `elif` back to the `if`, as nested `if`s would."""
+        forks: list[_Fork] = []
+        while True:
+            self.eval(test)
+            if self.facts.allocations:
+                self.want_flags(test)
+            decided = self.decided(test)
+            if decided:  # `if not norm_fused:` where norm_fused is False: one branch runs
+                through = self.block(body)
+                break
+            if decided is None:
+                when_true, when_false = self.literals(test)
+                start_env, start_cond = self.env, self.cond
+                empty = _emptiness_test(test)  # (variable, whether the test is true when it is empty)
+                self.env, self.cond = _emptied(start_env, empty, True), start_cond | when_true
+                through_body = self.block(body)
+                forks.append(_Fork(start_cond, when_true, when_false, through_body, self.env))
+                self.env, self.cond = _emptied(start_env, empty, False), start_cond | when_false
+            chained = orelse[0] if len(orelse) == 1 and isinstance(orelse[0], ir.If) else None
+            if chained is None:
+                through = self.block(orelse)
+                break
+            self.statement = chained.span
+            test, body, orelse = chained.test, chained.body, chained.orelse
+        for fork in reversed(forks):
+            through = self.join_fork(fork, through)
+        return through
+
+    def join_fork(self, fork: _Fork, through_else: bool) -> bool:
+        """The paths through an `if` joined, its `else` just walked (`self.env`)."""
+        body_env, else_env = fork.body_env, self.env
+        if fork.through_body and through_else:
+            body_env, else_env = self.guarded(body_env, else_env, fork.when_true), self.guarded(else_env, body_env, fork.when_false)
+            self.env, self.cond = join(body_env, else_env), fork.start_cond
+        elif fork.through_body:
+            self.env, self.cond = body_env, fork.start_cond | fork.when_true
         elif through_else:
-            self.env, self.cond = else_env, start_cond | when_false
+            self.env, self.cond = else_env, fork.start_cond | fork.when_false
         else:
-            self.env, self.cond = join(body_env, else_env), start_cond
-        return through_body or through_else
+            self.env, self.cond = join(body_env, else_env), fork.start_cond
+        return fork.through_body or through_else
 
     def want_flags(self, test: ir.Expr) -> None:
         """A helper tested where this function binds memory may decide which group consumes it
@@ -341,7 +401,7 @@ class FunctionFlow:
         body_cond = start_cond | self.literals(s.iter)[0] if s.target is None else start_cond
         jumps: dict[str, list[Env]] = {"break": [], "continue": []}
         self._jumps.append(jumps)
-        element = frozenset(f for f in flatten(iterated) if isinstance(f, (BufferFact, GroupFact))) or UNKNOWN_VALUE
+        element = iterated_elements(iterated)
         varying = _assigned_names(s)
         for _ in range(2):  # a second pass only when the first changed what the loop starts with
             before = self.env
@@ -365,11 +425,27 @@ class FunctionFlow:
             value = self.eval(item.context)
             self.contexts.extend(f.allocation for f in value if isinstance(f, ContextFact))
             if item.target is not None:
-                self.bind(item.target, UNKNOWN_VALUE, None)
+                self.bind(item.target, self.entered(value, item.context), None)
         try:
             return self.block(s.body)
         finally:
             del self.contexts[depth:]  # also what `stack.enter_context(...)` entered inside
+
+    def entered(self, manager: Value, expr: ir.Expr) -> Value:
+        """What `with manager as x` binds: what the manager's `__enter__` returns (a class of the
+        scanned code's), what a generator-based manager yields, `nullcontext(x)`'s `x`."""
+        call = expr if isinstance(expr, ir.Call) else None
+        out: set[Fact] = set()
+        for f in manager:
+            if isinstance(f, ObjectFact) and f.cls == _NULL_CONTEXT:
+                out |= f.field("enter_result") or _NONE_VALUE
+            elif isinstance(f, ObjectFact) and call is not None and (method := self.resolve_method("__enter__", f.cls)):
+                out |= self.call_path(method, call, [], None, record=f)
+            elif isinstance(f, TupleFact):  # a generator: `@contextmanager` enters what it yields
+                out |= iterated_elements(frozenset({f}))
+            else:
+                out.add(UNKNOWN)
+        return frozenset(out) or UNKNOWN_VALUE
 
     def try_(self, s: ir.Try) -> bool:
         start_env = self.env
@@ -389,6 +465,7 @@ class FunctionFlow:
         key = self.reference_key(target)
         if key is not None:
             value = self.flag_value(value, source)
+            value = _held(value, key)
             self.env[key] = value
             self._bindings[key] = self._bindings.get(key, 0) + 1
             if key.startswith("self."):
@@ -483,6 +560,12 @@ class FunctionFlow:
                 self.eval(sub)
         elif isinstance(e, ir.BoolOp):
             values = [self.eval(sub) for sub in e.values]
+            if e.op == "or":  # `a or b` is `a` whenever `a` is an object that is always true
+                values = values[:next((i + 1 for i, v in enumerate(values) if _always_true(v)), len(values))]
+                if len(values) == 1:
+                    return values[0]
+                if all(isinstance(f, (PathFact, ConstFact)) for v in values for f in v):
+                    return frozenset().union(*values)  # a call resolved later (a helper elsewhere), or a constant
             carried: Value = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
             functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
                                   or isinstance(f, PathFact) and f.named)
@@ -492,6 +575,17 @@ class FunctionFlow:
                 return carried | UNKNOWN_VALUE
         elif isinstance(e, ir.Not):
             self.eval(e.operand)
+        elif isinstance(e, ir.DictExpr):
+            return self.dict_display(e)
+        elif isinstance(e, ir.Lambda):
+            return self.local_function(e.as_function())
+        elif isinstance(e, ir.Comprehension):
+            return self.comprehension(e)
+        elif isinstance(e, ir.Yield):
+            value = self.eval(e.value) if e.value is not None else _NONE_VALUE
+            self._yielded = (self._yielded or set()) | (iterated_elements(value) if e.every else value)
+            self._yield_contexts |= {ContextFact(a) for a in self.contexts}
+            return UNKNOWN_VALUE  # what the generator's caller sends in
         elif isinstance(e, ir.OtherExpr):
             for sub in e.children:
                 self.eval(sub)
@@ -535,10 +629,12 @@ class FunctionFlow:
         for f in base:
             if isinstance(f, PathFact):
                 out |= self.path_value(f"{f.path}.{e.attr}")
-            elif isinstance(f, GroupFact) and self.api.is_same_group_attribute(e.attr):
-                out.add(f)
+            elif isinstance(f, (GroupFact, ParamFact)) and self.api.is_same_group_attribute(e.attr):
+                out.add(f)  # `group.device_group`, `group.pynccl_comm`: the same group (a parameter's too)
             elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
                 out.add(self.group_size(f))
+            elif isinstance(f, ObjectFact) and f.field(e.attr) is None and self.is_property(e.attr, f.cls):
+                out |= self.call_path(self.resolve_method(e.attr, f.cls) or "", ir.Call(e, (), e.span), [], None, record=f)
             elif isinstance(f, ObjectFact):
                 field = f.field(e.attr)
                 out |= field if field is not None else {PathFact(f"{f.cls}.{e.attr}")}
@@ -554,18 +650,65 @@ class FunctionFlow:
             return set(self.instantiate_all(entry.value, path, None, _NoArgs()))
         return {PathFact(path)}
 
+    def comprehension(self, e: ir.Comprehension) -> Value:
+        """`[element for target in iter if test]`: the targets take the iterated elements (in
+        a scope of their own: the names around are left as they were); a sequence of the
+        element's values (a dict comprehension: a dict whose entries are not known)."""
+        names = {n for clause in e.clauses for n in _target_names(clause.target)}
+        around = {n: self.env[n] for n in names if n in self.env}
+        for clause in e.clauses:
+            self.bind(clause.target, iterated_elements(self.eval(clause.iter)), None)
+            for test in clause.tests:
+                self.eval(test)
+        if e.key is not None:
+            self.eval(e.key)
+        element = self.element(e.element)
+        for n in names:
+            self.env.pop(n, None)
+        self.env.update(around)
+        return frozenset({ObjectFact(_DICT, ())}) if e.key is not None else TupleFact.of((element,))
+
+    def builtin(self, func: ir.Expr) -> str | None:
+        """The builtin a call's function names (`next`), unless this module binds the name."""
+        if isinstance(func, ir.Name) and func.id in _ITERATION_BUILTINS and func.id not in self.env \
+                and not self.imports.imports(func.id) and self.api.entry(self.imports.qualify(func) or "") is None:
+            return func.id
+        return None
+
+    def dict_display(self, e: ir.DictExpr) -> Value:
+        """`{"tp": group, ...}`: a record of its constant keys (a `dict` whose entries are
+        known); a key that is not a constant, or a `**` spread, leaves what it maps unknown."""
+        entries: list[tuple[str, Value]] = []
+        known = True
+        for key, item in zip(e.keys, e.values):
+            value = self.element(item)
+            if key is not None:
+                self.eval(key)
+            if isinstance(key, ir.Const) and isinstance(key.value, _KEY_CONSTANTS):
+                entries.append((_dict_key(key.value), value))
+            else:
+                known = False
+        return frozenset({ObjectFact(_DICT, tuple(entries))}) if known else UNKNOWN_VALUE
+
     def subscript(self, e: ir.Subscript) -> Value:
         base = self.eval(e.value)
         if e.index is not None:
             self.eval(e.index)
         out: set[Fact] = set()
         for f in base:
-            if isinstance(f, TupleFact):
+            if isinstance(f, ObjectFact) and f.cls == _DICT:
+                key = e.index.value if isinstance(e.index, ir.Const) else None
+                entry = f.field(_dict_key(key)) if isinstance(key, _KEY_CONSTANTS) else None
+                out |= entry if entry is not None else {g for _, value in f.fields for g in value}
+            elif isinstance(f, TupleFact):
                 index = e.index.value if isinstance(e.index, ir.Const) else None
                 if isinstance(index, int) and not isinstance(index, bool) and -len(f.items) <= index < len(f.items):
                     out |= f.items[index]
                 else:
                     out |= {g for item in f.items for g in item}
+            elif isinstance(f, ParamFact) and _is_star_param(f.name) and isinstance(index := _const(e.index), int) \
+                    and index >= 0:
+                out.add(ParamFact(f.index, f"{f.name}[{index}]", f.guard))  # `args[0]` of `*args`: an argument
             elif isinstance(f, (BufferFact, ParamFact)):
                 out.add(f)  # a view of the same memory
         return frozenset(out) or UNKNOWN_VALUE
@@ -576,6 +719,14 @@ class FunctionFlow:
         grouped = tuple((a.keyword, v) for a, v in zip(c.args, args) if a.keyword and guarded_groups(v) is not None)
         if len(grouped) > 1:
             self.facts.group_arguments.append(GroupArguments(c, grouped, self.cond))
+        if (builtin := self.builtin(c.func)) is not None and len(args) == 1 and not c.args[0].keyword:
+            if builtin in ("list", "tuple", "iter") and all(isinstance(f, TupleFact) for f in args[0]):
+                return args[0]  # the same items, by position
+            elements = iterated_elements(args[0])  # `next(it)`, `sorted(xs)`, a sequence of unknown order
+            return elements if builtin == "next" else TupleFact.of((elements,))
+        if c.args and not c.args[0].keyword and not c.args[0].star \
+                and self.imports.qualify(c.func) == _NULL_CONTEXT:  # the manager keeps what `with` binds
+            return frozenset({ObjectFact(_NULL_CONTEXT, (("enter_result", args[0]),))})
         self.facts.passed_on.update(
             id(f.allocation.call) for value in args for f in flatten(value) if isinstance(f, BufferFact)
         )
@@ -608,6 +759,7 @@ class FunctionFlow:
                     receiver = self.as_group(receiver, receiver_expr)  # only a group has these methods
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
                 self.contexts.extend(f.allocation for f in args[0] if isinstance(f, ContextFact))
+                result |= self.entered(args[0], c.args[0].value) - UNKNOWN_VALUE  # and returns what it entered
             elif method in _LIST_GROWING and args and self.reference_key(receiver_expr) is not None:
                 self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
             for f in receiver:
@@ -663,18 +815,20 @@ class FunctionFlow:
         `replayed`: a call a callee makes (`step(local, ...)` in a helper given `step`), its
         arguments not those written at `c`."""
         callables: list[CallableFact | PathFact] = []
+        out: set[Fact] = set()
         for f in value:
             if isinstance(f, (CallableFact, PathFact)):
                 callables.append(f)
             elif isinstance(f, ParamFact):  # a callable parameter: the caller that passes one replays this
                 self.note_call(f.index, args, f.guard)
+            elif isinstance(f, ObjectFact) and not replayed and (method := self.resolve_method("__call__", cls=f.cls)):
+                out |= self.call_path(method, c, args, None, record=f)  # an instance that defines `__call__`
         operand, site = None, ""
         if len(callables) > 1:  # taken in a fixed order, not a set's (it differs between runs)
             callables.sort(key=lambda f: (f.path, isinstance(f, CallableFact)))
             paths = {f.path for f in callables}
             if callee is not None and len(paths) > 1 and not self.same_effect(paths):
                 operand, site = self.operand(callee), self.choice_site(callee, c)
-        out: set[Fact] = set()
         for f in callables:
             bound = f.args if isinstance(f, CallableFact) else ()
             with self.assuming({(choice_key(operand, f.path, site), True)} if operand is not None else ()):
@@ -723,10 +877,49 @@ class FunctionFlow:
         info = self.class_info(cls) if cls and self.self_name else None
         return info[3] if info is not None and "__init__" not in info[1] else ()
 
+    def local_function(self, fn: ir.FunctionDef) -> Value:
+        """A function defined in this body: its path (its summary, if any) and, for calls made
+        here, its definition."""
+        path = f"{self.facts.qualname}.{fn.name}"
+        self._local_functions[path] = fn
+        return frozenset({PathFact(path)})
+
+    def inline(self, fn: ir.FunctionDef, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """What a function defined in this one returns when called here: its body run with the
+        variables it closes over as they are now (a closure reads them when called) and the
+        call's arguments, so that a captured buffer comes back as the same buffer. What the body
+        consumes is its own analysis's; only its returns are taken."""
+        if self._inlined >= _MAX_INLINED:
+            return set()
+        seed = dict(self.env)
+        positional = [v for a, v in zip(c.args, args) if a.keyword is None and not a.star]
+        keywords = {a.keyword: v for a, v in zip(c.args, args) if a.keyword}
+        for i, p in enumerate(fn.params):
+            if p.name.startswith("*"):
+                seed[p.name.lstrip("*")] = UNKNOWN_VALUE
+            else:
+                seed[p.name] = positional[i] if i < len(positional) else keywords.get(p.name, UNKNOWN_VALUE)
+        facts = FunctionFacts(f"{self.facts.qualname}.{fn.name}", fn, self.facts.class_name, False,
+                              self.facts.class_qualname)
+        flow = FunctionFlow(self.api, self.scope, facts, (), seed)
+        flow.self_name, flow._inlined, flow.cond = self.self_name, self._inlined + 1, self.cond
+        flow._local_functions = dict(self._local_functions)
+        flow.run(fn.body)
+        self.facts.wanted |= facts.wanted  # the summaries its calls need are this run's to ask for
+        return {f for f in facts.returns if not isinstance(f, SelfFieldFact)}
+
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
                   bound: tuple[tuple[str | None, Value], ...] = (), record: object = None) -> set[Fact]:
         if path in _PARTIAL:
             return self.partial(c, args)
+        local = self._local_functions.get(path)
+        if local is not None and not bound:
+            inlined = self.inline(local, c, args)
+            effects = self.api.call(path)
+            if effects is not None:  # what it consumes or binds, from its own summary
+                arguments = _Arguments(c, args, bound)
+                self.apply_effects(effects, path, c, arguments, self.substitution(arguments, receiver))
+            return inlined or {UNKNOWN}
         behaviour = self.api.call(path)
         if behaviour is None:
             kinds = {type(f) for value in args for f in flatten(value)}
@@ -738,26 +931,34 @@ class FunctionFlow:
                 return {UNKNOWN}
             info = self.class_info(path)
             if info is not None:  # constructing a class of the scanned code
-                self.construct(path, c, args)
-                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else ())}
+                fields = self.construct(path, c, args)
+                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else fields)}
             return {PathFact(f"{path}()")}
         arguments = _Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
         self.apply_effects(behaviour, path, c, arguments, sub)
         returned: set[Fact] = (self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns
                                else {UNKNOWN})
+        held = {g for r in behaviour.returns if isinstance(r, b.SelfAttribute) and isinstance(record, ObjectFact)
+                for g in record.field(r.attr) or ()}
+        if held:  # a getter of an instance known here: its field, not the stand-in named by a parameter
+            returned = {f for f in returned if not (isinstance(f, GroupFact) and f.group.startswith(SYMBOLIC))} | held
         self.replay_calls(behaviour, path, c, arguments, sub, record)  # after the returns: they are named first
         return returned
 
-    def construct(self, cls: str, c: ir.Call, args: list[Value]) -> None:
-        """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given)."""
+    def construct(self, cls: str, c: ir.Call, args: list[Value]) -> tuple[tuple[str, Value], ...]:
+        """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given),
+        and the new instance's attributes it sets from them."""
         init = self.resolve_method("__init__", cls)
         behaviour = self.api.call(init) if init else None
-        if init and behaviour is not None:
-            arguments = _Arguments(c, args, ())
-            sub = self.substitution(arguments, None)
-            self.apply_effects(behaviour, init, c, arguments, sub)
-            self.replay_calls(behaviour, init, c, arguments, sub, None)
+        if not init or behaviour is None:
+            return ()
+        arguments = _Arguments(c, args, ())
+        sub = self.substitution(arguments, None)
+        self.apply_effects(behaviour, init, c, arguments, sub)
+        self.replay_calls(behaviour, init, c, arguments, sub, None)
+        fields = ((name, frozenset(self.instantiate_all(items, init, c, arguments, sub))) for name, items in behaviour.stores)
+        return tuple((name, value) for name, value in fields if value)
 
     def partial(self, c: ir.Call, args: list[Value]) -> set[Fact]:
         """`functools.partial(f, *args, **kwargs)`: a callable that calls `f` with those arguments too."""
@@ -787,6 +988,14 @@ class FunctionFlow:
         if cls in local:
             return local[cls]
         return self.api.classes.get(cls)
+
+    def is_property(self, attr: str, cls: str) -> bool:
+        """Whether reading `attr` of an instance of `cls` calls a property of its class or bases."""
+        for klass in self.mro(cls):
+            info = self.class_info(klass)
+            if info is not None and attr in info[1]:
+                return len(info) > 4 and attr in info[4]
+        return False
 
     def mro(self, cls: str) -> list[str]:
         order: list[str] = []
@@ -895,6 +1104,8 @@ class FunctionFlow:
 
     def instantiate(self, item: b.Returned, path: str, c: ir.Call | None, arguments: _Arguments,
                     sub: Substitution | None) -> set[Fact]:
+        if isinstance(item, b.SelfAttribute):
+            return set()  # the receiver's field, which only `call_path` knows (see there)
         if isinstance(item, b.Groups):
             variant = arguments.variant(item.variants) if c is not None else None
             if variant is not None:
@@ -902,7 +1113,7 @@ class FunctionFlow:
             return {GroupFact(g, guard) for g, raw in item.groups if (guard := self.translate(raw, sub)) is not None}
         if isinstance(item, b.NewGroup):
             line = c.span.line if c is not None else 0
-            return {GroupFact(f"{path.rpartition('.')[2]}() at {self.scope.display}:{line}")}
+            return {GroupFact(new_group(path.rpartition('.')[2], f"{self.scope.display}:{line}"))}
         if isinstance(item, b.Size):
             return {SizeFact(item.quantity)}
         if isinstance(item, b.Argument):
@@ -1258,6 +1469,12 @@ class FunctionFlow:
         return frozenset()
 
 
+_TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
+_NULL_CONTEXT = "contextlib.nullcontext"
+_ITERATION_BUILTINS = frozenset({"next", "iter", "list", "tuple", "reversed", "sorted"})
+_MAX_INLINED = 3  # calls of local functions inside one another, followed into
+_DICT = "builtins.dict"
+_KEY_CONSTANTS = (str, int, bool, type(None))
 _GUARDED = (GroupFact, ParamFact, BufferFact)  # what carries the condition of the branch that left it
 _NOT_MEMORY = (GroupFact, SizeFact, ContextFact, CondFact, CallableFact, ObjectFact, ConstFact)
 
@@ -1267,13 +1484,27 @@ class _Arguments:
 
     def __init__(self, c: ir.Call, args: list[Value], bound: tuple[tuple[str | None, Value], ...]) -> None:
         self.c, self.args, self.bound = c, args, bound
-        self.has_star_args = c.has_star_args and bool(args)  # a replayed call reads none of `c`'s
+        self._entries = self._spread()
+        # a replayed call reads none of `c`'s; a spread whose elements are known is no star
+        self.has_star_args = any(star for *_, star in self._entries) and bool(args)
+
+    def _spread(self) -> list[tuple[str | None, ir.Expr | None, Value, str]]:
+        """(keyword, expression, value, star) for the bound arguments first, then the call's,
+        with `*args` of a known tuple and `**kwargs` of a known dict spread into their items."""
+        out: list[tuple[str | None, ir.Expr | None, Value, str]] = [(k, None, v, "") for k, v in self.bound]
+        for a, v in zip(self.c.args, self.args):
+            only = next(iter(v)) if len(v) == 1 else None
+            if a.star == "*" and isinstance(only, TupleFact):
+                out += [(None, None, item, "") for item in only.items]
+            elif a.star == "**" and isinstance(only, ObjectFact) and only.cls == _DICT and all(
+                    key.startswith(("'", '"')) for key, _ in only.fields):
+                out += [(ast.literal_eval(key), None, item, "") for key, item in only.fields]
+            else:
+                out.append((a.keyword, a.value, v, a.star))
+        return out
 
     def _all(self) -> list[tuple[str | None, ir.Expr | None, Value, str]]:
-        """(keyword, expression, value, star) for the bound arguments first, then the call's."""
-        out: list[tuple[str | None, ir.Expr | None, Value, str]] = [(k, None, v, "") for k, v in self.bound]
-        out += [(a.keyword, a.value, v, a.star) for a, v in zip(self.c.args, self.args)]
-        return out
+        return self._entries
 
     def _find(self, ref: b.ArgRef) -> tuple[ir.Expr | None, Value] | None:
         entries = self._all()
@@ -1336,6 +1567,7 @@ class _NoArgs(_Arguments):
 
     def __init__(self) -> None:  # noqa: D107
         self.c, self.args, self.bound, self.has_star_args = ir.Call(ir.Const(None), ()), [], (), False
+        self._entries = []
 
 
 def _assigned_names(loop: ir.Loop) -> set[str]:
@@ -1484,6 +1716,36 @@ def _switched_off(item: b.Context, arguments: _Arguments) -> bool:
     return False
 
 
+def _is_star_param(name: str) -> bool:
+    """`*args` itself (not `**kwargs`, nor an element already taken from it)."""
+    return name.startswith("*") and not name.startswith("**") and not name.endswith("]")
+
+
+def _const(e: ir.Expr | None) -> object:
+    return e.value if isinstance(e, ir.Const) and not isinstance(e.value, bool) else None
+
+
+def _target_names(target: ir.Expr) -> Iterator[str]:
+    if isinstance(target, ir.Name):
+        yield target.id
+    elif isinstance(target, ir.TupleExpr):
+        for elt in target.elts:
+            yield from _target_names(elt.value if isinstance(elt, ir.Starred) else elt)
+
+
+def _dict_key(key: object) -> str:
+    """A dict entry's field name: the key's repr, which no attribute name can equal."""
+    return repr(key)
+
+
+def _always_true(value: Value) -> bool:
+    """Whether every possibility of the value is an object Python reads as true (a group, a
+    context manager, a function: none defines `__bool__` or `__len__`). A group known only by
+    the expression holding it may be None."""
+    return bool(value) and all(isinstance(f, _TRUE_OBJECTS) and not (isinstance(f, GroupFact)
+                                                                     and f.group.startswith(SYMBOLIC)) for f in value)
+
+
 def _is_none(expr: ir.Expr | None) -> bool:
     return isinstance(expr, ir.Const) and expr.value is None
 
@@ -1512,3 +1774,10 @@ def _none_default(e: ir.IfExpr) -> ir.Expr | None:
     if isinstance(given, ir.Name) and given.id == name:
         return default
     return None
+
+
+def _held(value: Value, holder: str) -> Value:
+    """`value` bound to `holder`: a new group it holds is named by it from now on (see `facts`)."""
+    if not any(isinstance(f, GroupFact) and f.group.startswith(FRESH) for f in value):
+        return value
+    return frozenset(GroupFact(held_by(f.group, holder), f.guard) if isinstance(f, GroupFact) else f for f in value)

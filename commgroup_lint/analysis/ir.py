@@ -152,6 +152,57 @@ class Starred:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class DictExpr:
+    """A dict display: `keys[i]` maps to `values[i]`; a None key is a `**mapping` spread in."""
+
+    keys: tuple[Expr | None, ...]
+    values: tuple[Expr, ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ForClause:
+    """One `for target in iter if test ...` of a comprehension."""
+
+    target: Expr
+    iter: Expr
+    tests: tuple[Expr, ...] = ()
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Comprehension:
+    """`[element for ...]`, a set's, a generator's, or a dict's (`element` its value, `key` its key)."""
+
+    clauses: tuple[ForClause, ...]
+    element: Expr
+    key: Expr | None = None
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Yield:
+    """`yield value` (`every`: `yield from value`, each of its elements)."""
+
+    value: Expr | None
+    every: bool = False
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Lambda:
+    """`lambda params: body`: a function defined where it is written (see `FunctionDef`)."""
+
+    params: tuple[Param, ...]
+    body: Expr
+    span: Span = NO_SPAN
+
+    def as_function(self) -> FunctionDef:
+        """The same function as a `def` that returns its body, named by where it is written."""
+        return FunctionDef(f"<lambda:{self.span.line}:{self.span.col}>", self.params, (Return(self.body, self.span),),
+                           (), self.span)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
     arithmetic (`a + b`, `-a`), which makes a new tensor."""
@@ -162,7 +213,7 @@ class OtherExpr:
 
 
 Expr = (Name | Attr | Call | Subscript | TupleExpr | IfExpr | Compare | BoolOp | Not | Const | NamedExpr | Starred
-        | OtherExpr)
+        | DictExpr | Comprehension | Yield | Lambda | OtherExpr)
 
 
 # Statements -------------------------------------------------------------------------
@@ -307,14 +358,21 @@ Stmt = (Assign | ExprStmt | If | Loop | With | Try | Assert | Return | Jump | Fu
         | OtherStmt)
 
 
-def match_as_ifs(subject: Expr, cases: Sequence[tuple[Stmt, ...]], span: Span) -> Stmt:
-    """`match` as a chain of `if`s with unknown tests: each case is a branch, one of them runs."""
+def match_as_ifs(subject: Expr, cases: Sequence[tuple[str | None, tuple[Stmt, ...]]], span: Span) -> Stmt:
+    """`match` as a chain of `if`s with unknown tests: each case is a branch, one of them runs.
+    The subject is evaluated once, into a name of its own; a case whose pattern captures the
+    subject (`case x:`, `case P as x:`) starts by binding it. `cases` holds (capture, body)."""
+    held = Name(f"$match:{span.line}:{span.col}", span)
     chain: tuple[Stmt, ...] = ()
-    for body in reversed(cases):
-        chain = (If(OtherExpr((subject,)), body, chain, span),)
+    for i, (capture, body) in enumerate(reversed(cases)):
+        if capture is not None:
+            body = (Assign((Name(capture, span),), held, span), *body)
+        test = NamedExpr(held.id, subject, span) if i == len(cases) - 1 else held
+        chain = (If(OtherExpr((test,)), body, chain, span),)
     return chain[0] if chain else OtherStmt((subject,), span)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Module:
     body: tuple[Stmt, ...]
+    too_deep: tuple[FunctionDef, ...] = ()  # functions nested too deeply to analyse, kept with no body

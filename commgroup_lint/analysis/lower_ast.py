@@ -8,7 +8,9 @@ from typing import Any
 
 from commgroup_lint.analysis import ir
 
-MAX_NESTING = 200  # expression and statement levels; deeper files are reported (CGL000), not analysed
+MAX_NESTING = 200
+"""Expression and statement levels (an `elif` is not one); a function nested deeper is reported
+(CGL000) and left out of the analysis, a deeper statement outside any function loses the file."""
 
 _COMPARE_OPS: dict[type, str] = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
@@ -19,6 +21,7 @@ _COMPARE_OPS: dict[type, str] = {
 class _AstLowerer:
     def __init__(self, text: str) -> None:
         self._depth = 0
+        self.too_deep: list[ir.FunctionDef] = []  # functions left with no body: nested too deeply
         # only \n, \r\n and \r end a line for the tokenizer (not \f or \x1c as for str.splitlines)
         self._lines = text.split("\n") if "\r" not in text else re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
         # the lines where a byte column is not a character column (most files have none)
@@ -112,6 +115,10 @@ class _AstLowerer:
     def starred(self, node: ast.Starred, span: ir.Span) -> ir.Starred:
         return ir.Starred(self.expr(node.value), span)
 
+    def dict_display(self, node: ast.Dict, span: ir.Span) -> ir.DictExpr:
+        keys = tuple(None if k is None else self.expr(k) for k in node.keys)
+        return ir.DictExpr(keys, tuple(self.expr(v) for v in node.values), span)
+
     # statements
     def body(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
         return tuple(self.stmt(s) for s in stmts)
@@ -133,7 +140,7 @@ class _AstLowerer:
         if isinstance(node, ast.Expr):
             return ir.ExprStmt(self.expr(node.value), span)
         if isinstance(node, ast.If):
-            return ir.If(self.expr(node.test), self.body(node.body), self.body(node.orelse), span)
+            return self.if_chain(node)
         if isinstance(node, (ast.For, ast.AsyncFor)):
             return ir.Loop(self.expr(node.target), self.expr(node.iter), self.body(node.body), self.body(node.orelse), span)
         if isinstance(node, ast.While):
@@ -168,13 +175,24 @@ class _AstLowerer:
                 ir.ImportName(node.module or "", a.name, a.asname or a.name, node.level) for a in node.names
             )
             return ir.Import(names, span, node)
-        if type(node).__name__ == "Match":
-            return self.match(node)  # type: ignore[arg-type]
+        if isinstance(node, ast.Match):
+            return self.match(node)
         exprs = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
         return ir.OtherStmt(exprs, span)
 
-    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, span: ir.Span) -> ir.FunctionDef:
-        a = node.args
+    def if_chain(self, node: ast.If) -> ir.If:
+        """An `if` and its `elif`s (an `else` holding only an `if`), lowered in a loop and counted
+        as one level: the `elif`s of a chain are not nested in one another, whatever the tree says."""
+        chain = [node]
+        while len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If):
+            chain.append(chain[-1].orelse[0])
+        orelse = self.body(chain[-1].orelse)
+        for link in reversed(chain):
+            lowered = ir.If(self.expr(link.test), self.body(link.body), orelse, self.span(link))
+            orelse = (lowered,)
+        return lowered
+
+    def parameters(self, a: ast.arguments) -> tuple[ir.Param, ...]:
         positional = [*a.posonlyargs, *a.args]
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
         params = [ir.Param(p.arg, self.expr(d) if d else None, self.span(p)) for p, d in zip(positional, defaults)]
@@ -185,23 +203,53 @@ class _AstLowerer:
         ]
         if a.kwarg:
             params.append(ir.Param("**" + a.kwarg.arg, None, self.span(a.kwarg)))
+        return tuple(params)
+
+    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+                      span: ir.Span) -> ir.Comprehension:
+        clauses = tuple(ir.ForClause(self.expr(g.target), self.expr(g.iter), tuple(self.expr(t) for t in g.ifs))
+                        for g in node.generators)
+        if isinstance(node, ast.DictComp):
+            return ir.Comprehension(clauses, self.expr(node.value), self.expr(node.key), span)
+        return ir.Comprehension(clauses, self.expr(node.elt), None, span)
+
+    def yield_(self, node: ast.Yield | ast.YieldFrom, span: ir.Span) -> ir.Yield:
+        value = self.expr(node.value) if node.value is not None else None
+        return ir.Yield(value, isinstance(node, ast.YieldFrom), span)
+
+    def lambda_(self, node: ast.Lambda, span: ir.Span) -> ir.Lambda:
+        return ir.Lambda(self.parameters(node.args), self.expr(node.body), span)
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, span: ir.Span) -> ir.FunctionDef:
+        params = self.parameters(node.args)
         # the `def` line up to the end of the name, as the libcst front end spans it
         header = self._lines[node.lineno - 1] if node.lineno <= len(self._lines) else ""
         name_end = _name_end(header, span.col, node.name)
         def_span = ir.Span(node.lineno, span.col, node.lineno, name_end)
-        return ir.FunctionDef(
-            node.name, tuple(params), self.body(node.body), tuple(self.expr(d) for d in node.decorator_list), def_span
-        )
+        decorators = tuple(self.expr(d) for d in node.decorator_list)
+        depth = self._depth
+        try:
+            body = self.body(node.body)
+        except RecursionError:  # this function is lost, not the file
+            self._depth = depth
+            left_out = ir.FunctionDef(node.name, params, (), decorators, def_span)
+            self.too_deep.append(left_out)
+            return left_out
+        return ir.FunctionDef(node.name, params, body, decorators, def_span)
 
-    def match(self, node: ast.stmt) -> ir.Stmt:
-        cases = [self.body(case.body) for case in node.cases]  # type: ignore[attr-defined]
-        return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))  # type: ignore[attr-defined]
+    def match(self, node: ast.Match) -> ir.Stmt:
+        cases = [(case.pattern.name if isinstance(case.pattern, ast.MatchAs) else None, self.body(case.body))
+                 for case in node.cases]
+        return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))
 
 
 _EXPRESSIONS: dict[type, Any] = {
     ast.Subscript: _AstLowerer.subscript, ast.Tuple: _AstLowerer.sequence, ast.List: _AstLowerer.sequence,
     ast.IfExp: _AstLowerer.if_expr, ast.Compare: _AstLowerer.compare, ast.BoolOp: _AstLowerer.bool_op,
-    ast.Starred: _AstLowerer.starred,
+    ast.Starred: _AstLowerer.starred, ast.Dict: _AstLowerer.dict_display, ast.Lambda: _AstLowerer.lambda_,
+    ast.ListComp: _AstLowerer.comprehension, ast.SetComp: _AstLowerer.comprehension,
+    ast.GeneratorExp: _AstLowerer.comprehension, ast.DictComp: _AstLowerer.comprehension,
+    ast.Yield: _AstLowerer.yield_, ast.YieldFrom: _AstLowerer.yield_,
 }
 _make_span = ir.Span._make  # without the generated `__new__`'s extra call
 
@@ -222,4 +270,6 @@ def _name_end(header: str, col: int, name: str) -> int:
 
 
 def lower_ast(tree: ast.Module, text: str) -> ir.Module:
-    return ir.Module(_AstLowerer(text).body(tree.body))
+    lowerer = _AstLowerer(text)
+    body = lowerer.body(tree.body)
+    return ir.Module(body, tuple(lowerer.too_deep))

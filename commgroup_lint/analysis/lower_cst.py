@@ -75,8 +75,30 @@ class _CstLowerer:
             return ir.Const(node.evaluated_value, span)
         if isinstance(node, cst.Await):
             return self.expr(node.expression)
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self.comprehension(node, span)
+        if isinstance(node, cst.Yield):
+            value = node.value.item if isinstance(node.value, cst.From) else node.value
+            return ir.Yield(self.expr(value) if value is not None else None, isinstance(node.value, cst.From), span)
+        if isinstance(node, cst.Lambda):
+            return ir.Lambda(self.parameters(node.params), self.expr(node.body), span)
+        if isinstance(node, cst.Dict):
+            keys = tuple(self.expr(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements)
+            return ir.DictExpr(keys, tuple(self.expr(e.value) for e in node.elements), span)
         arith = isinstance(node, (cst.BinaryOperation, cst.UnaryOperation))
         return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span, arith)
+
+    def comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp,
+                      span: ir.Span) -> ir.Comprehension:
+        clauses: list[ir.ForClause] = []
+        clause: cst.CompFor | None = node.for_in
+        while clause is not None:
+            tests = tuple(self.expr(test.test) for test in clause.ifs)
+            clauses.append(ir.ForClause(self.expr(clause.target), self.expr(clause.iter), tests))
+            clause = clause.inner_for_in
+        if isinstance(node, cst.DictComp):
+            return ir.Comprehension(tuple(clauses), self.expr(node.value), self.expr(node.key), span)
+        return ir.Comprehension(tuple(clauses), self.expr(node.elt), None, span)
 
     def element(self, node: cst.BaseElement) -> ir.Expr:
         if isinstance(node, cst.StarredElement):
@@ -85,7 +107,9 @@ class _CstLowerer:
 
     # statements
     def body(self, block: cst.BaseSuite | Sequence[cst.CSTNode]) -> tuple[ir.Stmt, ...]:
-        nodes = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else block
+        nodes: Sequence[cst.CSTNode] = () if isinstance(block, cst.BaseSuite) else block
+        if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            nodes = block.body
         out: list[ir.Stmt] = []
         for node in nodes:
             if isinstance(node, cst.SimpleStatementLine):
@@ -158,7 +182,9 @@ class _CstLowerer:
                            for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
             return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name), bases, fields)
         if isinstance(node, cst.Match):
-            return ir.match_as_ifs(self.expr(node.subject), [self.body(case.body) for case in node.cases], span)
+            cases = [(case.pattern.name.value if isinstance(case.pattern, cst.MatchAs) and case.pattern.name else None,
+                      self.body(case.body)) for case in node.cases]
+            return ir.match_as_ifs(self.expr(node.subject), cases, span)
         return ir.OtherStmt((), span)
 
     def orelse(self, node: cst.If | cst.Else | None) -> tuple[ir.Stmt, ...]:
@@ -168,19 +194,22 @@ class _CstLowerer:
             return (self.compound(node),)
         return self.body(node.body)
 
-    def function(self, node: cst.FunctionDef) -> ir.FunctionDef:
-        p = node.params
+    def parameters(self, p: cst.Parameters) -> tuple[ir.Param, ...]:
         params = [self.param(x) for x in (*p.posonly_params, *p.params)]
         if isinstance(p.star_arg, cst.Param):
             params.append(self.param(p.star_arg, "*"))
         params += [self.param(x) for x in p.kwonly_params]
         if p.star_kwarg is not None:
             params.append(self.param(p.star_kwarg, "**"))
+        return tuple(params)
+
+    def function(self, node: cst.FunctionDef) -> ir.FunctionDef:
+        params = self.parameters(node.params)
         outer, name = self.span(node), self.span(node.name)
         # the `def` line: decorators excluded, the column of the statement's indentation
         def_span = ir.Span(name.line, outer.col, name.end_line, name.end_col)
         return ir.FunctionDef(
-            node.name.value, tuple(params), self.body(node.body),
+            node.name.value, params, self.body(node.body),
             tuple(self.expr(d.decorator) for d in node.decorators), def_span,
         )
 

@@ -37,7 +37,8 @@ from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
 from commgroup_lint.analysis.names import ImportTable
 from commgroup_lint.analysis.recording import Lookups, Recorder
 
-ClassInfo = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Value], ...], tuple[str, ...]]
+ClassInfo = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Value], ...], tuple[str, ...], frozenset[str]]
+"""(bases, methods, what its methods store on `self`, record fields, properties)."""
 """(qualified bases, names of the methods it defines, what its methods store on `self` that a
 subclass in another module reads: see `class_attributes`, the names annotated in its body in
 order: a record's fields)."""
@@ -166,8 +167,10 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
         for cls in _definitions(body, ir.ClassDef):
             qualname = f"{prefix}.{cls.name}"
             bases = tuple(q for base in cls.bases if (q := imports.qualify(base)))
-            methods = frozenset(fn.name for fn in _definitions(cls.body, ir.FunctionDef))
-            found[qualname] = (bases, methods, (), cls.fields)
+            functions = tuple(_definitions(cls.body, ir.FunctionDef))
+            methods = frozenset(fn.name for fn in functions)
+            properties = frozenset(fn.name for fn in functions if _is_property(fn))
+            found[qualname] = (bases, methods, (), cls.fields, properties)
             visit(cls.body, qualname)
 
     visit(module.body, imports.module)
@@ -335,6 +338,15 @@ def _short(cls: str | None) -> str | None:
     return cls.rpartition(".")[2] if cls else None
 
 
+def _is_property(fn: ir.FunctionDef) -> bool:
+    """`@property`, `@functools.cached_property` (any spelling of the name)."""
+    return any(isinstance(d, ir.Name) and d.id in _PROPERTIES or isinstance(d, ir.Attr) and d.attr in _PROPERTIES
+               for d in fn.decorators)
+
+
+_PROPERTIES = ("property", "cached_property")
+
+
 def _decorated(fn: ir.FunctionDef, names: tuple[str, ...]) -> bool:
     return any(isinstance(d, ir.Name) and d.id in names for d in fn.decorators)
 
@@ -349,11 +361,16 @@ def _is_static_or_class_method(fn: ir.FunctionDef) -> bool:
 
 def _definitions(body: Sequence[ir.Stmt], kind: type) -> Iterator:
     """Definitions at this level, including those under `if`/`try`/`except` (conditional definitions,
-    such as the fallback defined when an import fails)."""
-    for stmt in body:
-        if isinstance(stmt, kind):
+    such as the fallback defined when an import fails), in order; a stack of blocks, not recursion,
+    so that an `elif` chain of any length is walked."""
+    blocks = [iter(body)]
+    while blocks:
+        stmt = next(blocks[-1], None)
+        if stmt is None:
+            blocks.pop()
+        elif isinstance(stmt, kind):
             yield stmt
         elif isinstance(stmt, ir.If):
-            yield from _definitions(stmt.body + stmt.orelse, kind)
+            blocks.append(iter(stmt.body + stmt.orelse))
         elif isinstance(stmt, ir.Try):
-            yield from _definitions(stmt.body + sum(stmt.handlers, ()) + stmt.orelse + stmt.finalbody, kind)
+            blocks.append(iter(stmt.body + sum(stmt.handlers, ()) + stmt.orelse + stmt.finalbody))

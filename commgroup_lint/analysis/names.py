@@ -53,6 +53,10 @@ class ImportTable:
                 if qualified not in found:
                     found.append(qualified)
 
+    def imports(self, name: str) -> bool:
+        """Whether an import of the module binds `name` (else it is the module's own, or a builtin)."""
+        return name in self._aliases
+
     def qualify_import(self, name: ir.ImportName) -> str:
         """The qualified name an import binds (relative imports resolved against this module)."""
         base = name.module

@@ -54,19 +54,38 @@ def sites(functions: Sequence[FunctionFacts]) -> Iterator[Site]:
             yield Site(allocation, fn)
 
 
-def siblings(target: Site, functions: Sequence[FunctionFacts]) -> list[Site]:
-    kind = consumer_kind(target)
-    if kind is None:
-        return []
-    same = [
-        s for s in sites(functions)
-        if s.allocation.call is not target.allocation.call
-        and s.allocation.short_name == target.allocation.short_name
-        and s.allocation.missing_param is None
-        and consumer_kind(s) == kind
-    ]
-    in_class = [s for s in same if target.allocation.class_name and s.allocation.class_name == target.allocation.class_name]
-    return in_class or same
+class Siblings:
+    """A file's call sites that pass their group, by callee and consumer kind, grouped once:
+    each finding's siblings are a lookup, not a scan of every site of the file."""
+
+    def __init__(self, functions: Sequence[FunctionFacts]) -> None:
+        self._by_key: dict[tuple[str, str], list[Site]] = {}
+        self._members: set[int] = set()  # the calls of those sites, by id
+        for s in sites(functions):
+            kind = consumer_kind(s) if s.allocation.missing_param is None else None
+            if kind is not None:
+                self._by_key.setdefault((s.allocation.short_name, kind), []).append(s)
+                self._members.add(id(s.allocation.call))
+
+    def key(self, target: Site) -> tuple[str, str, str | None, int | None] | None:
+        """What decides the target's siblings (None: it has none): its callee, its consumer
+        kind, its class, and itself where it is one of the sites (it is not its own sibling)."""
+        kind = consumer_kind(target)
+        if kind is None:
+            return None
+        own = id(target.allocation.call) if id(target.allocation.call) in self._members else None
+        return target.allocation.short_name, kind, target.allocation.class_name, own
+
+    def of(self, target: Site) -> list[Site]:
+        """The sites calling the same callee for the same kind of consumer, in the target's class
+        when any of them is there."""
+        kind = consumer_kind(target)
+        if kind is None:
+            return []
+        same = [s for s in self._by_key.get((target.allocation.short_name, kind), ())
+                if s.allocation.call is not target.allocation.call]
+        in_class = [s for s in same if target.allocation.class_name and s.allocation.class_name == target.allocation.class_name]
+        return in_class or same
 
 
 def group_argument(allocation: Allocation, api: Api) -> tuple[ir.Expr, str | None] | None:

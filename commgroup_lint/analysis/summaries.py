@@ -39,9 +39,11 @@ from commgroup_lint.analysis.facts import (
     ObjectFact,
     ParamFact,
     PathFact,
+    SelfFieldFact,
     SizeFact,
     TupleFact,
     is_symbolic,
+    place_key,
 )
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
 from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
@@ -131,6 +133,12 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return None
         return b.ArgRef(fn.params[position].name, call_index(fn, method, position))
 
+    def star_element(f: ParamFact) -> b.ArgRef | None:
+        """`args[k]` of a `*args` parameter: the call's positional argument k places after it."""
+        offset = f.name.rpartition("[")[2].rstrip("]")
+        start = f.index - (1 if method else 0)
+        return b.ArgRef(f.name, start + int(offset)) if offset.isdigit() and start >= 0 else None
+
     def binding(groups: tuple | None, params: frozenset[int]) -> b.Binding | None:
         if len(params) == 1:
             position = next(iter(params))
@@ -152,7 +160,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         if isinstance(f, GroupFact):
             return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
         if isinstance(f, ParamFact):
-            ref = arg(f.index)
+            ref = arg(f.index) if not f.name.endswith("]") else star_element(f)
             return b.Argument(ref) if ref is not None else None
         if isinstance(f, SizeFact):
             return b.Size(f.quantity)
@@ -175,6 +183,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Instance(f.cls, tuple((name, value) for name, value in fields if value))
         if isinstance(f, ConstFact):
             return b.Constant(f.value) if in_tuple else None
+        if isinstance(f, SelfFieldFact):
+            return b.SelfAttribute(f.attr) if method else None
         if isinstance(f, TupleFact):
             items = tuple(tuple(sorted({r for g in item if (r := returned(g, True)) is not None}, key=canonical))
                           for item in f.items)
@@ -220,8 +230,10 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
                                                            for item in args for r in item):
             calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
+    stores = tuple((key.removeprefix("self."), stored) for key, value in sorted(facts.stores.items())
+                   if fn.name == "__init__" and method and (stored := alternatives(value)))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
-                            calls_params=tuple(sorted(calls_params, key=canonical)))
+                            calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)
     if behaviour.empty:
         return behaviour
     return replace(behaviour, origin=f"{display}:{fn.span.line}")
@@ -496,8 +508,8 @@ class SummaryIndex:
                 found.append(step.extra)
         self._memos[display] = (m, memo)
         attributes = class_attributes(facts)
-        classes = tuple((name, (bases, methods, attributes.get(name, ()), fields))
-                        for name, (bases, methods, _, fields) in module_classes(m.module, m.imports).items())
+        classes = tuple((name, (bases, methods, attributes.get(name, ()), fields, properties))
+                        for name, (bases, methods, _, fields, properties) in module_classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
         return ModuleAnalysis(tuple(entry for entry, _ in found), merged(outside, *(step.lookups for step in memo.steps)),
                               facts, classes, tuple(sorted({x for _, misuses in found for x in misuses})),
@@ -623,7 +635,7 @@ class SummaryIndex:
         for display in self.modules:
             analysis = self.analyses.get(display)  # none yet: a changed module a resume has not analysed
             for origin, caller in analysis.misuses if analysis is not None else ():
-                found.setdefault(origin, []).append(caller)
+                found.setdefault(place_key(origin), []).append(caller)
         misuses = {origin: tuple(sorted(set(callers))) for origin, callers in found.items()}
         if misuses != self._misuses:
             for origin in self._misuses.keys() - misuses.keys():

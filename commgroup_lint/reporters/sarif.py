@@ -1,7 +1,11 @@
 """`--format sarif`: a SARIF 2.1.0 log (for GitHub code scanning and other SARIF viewers).
 
-Columns count Unicode code points (`columnKind`), as the findings do. Relative paths are
-URIs relative to `%SRCROOT%`, the working directory of the run. A finding's fix becomes a
+Columns count Unicode code points (`columnKind`), as the findings do. Paths are URIs
+relative to `%SRCROOT%`, the working directory of the run, whose own location is left out (a
+viewer such as code scanning knows the checkout; the log names no absolute path of this
+machine); only a file outside that directory gets an absolute `file:` URI. A URI holds the
+name's bytes, percent-encoded, so a name that is not UTF-8 is kept exactly; messages show it
+through `terminal.printable`. A finding's fix becomes a
 SARIF `fix`: each edit a `replacement` whose `deletedRegion` gives both line/column and
 `charOffset`/`charLength` (the spec allows either or both when they agree, §3.30.2), so
 consumers that only read one form still apply it correctly.
@@ -22,6 +26,7 @@ from commgroup_lint.docs import render_rule_doc
 from commgroup_lint.engine import LintResult
 from commgroup_lint.model import Edit, Finding, Fix, Severity
 from commgroup_lint.rule import all_rules
+from commgroup_lint.terminal import printable
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SRCROOT = "%SRCROOT%"
@@ -41,7 +46,7 @@ def render(result: LintResult) -> str:
             "informationUri": HOMEPAGE,
             "rules": [_rule(rule) for rule in rules],
         }},
-        "originalUriBaseIds": {SRCROOT: {"uri": Path(os.getcwd()).as_uri() + "/"}},
+        "originalUriBaseIds": {SRCROOT: {"description": {"text": "The directory the check ran in."}}},
         "columnKind": "unicodeCodePoints",
         "results": [_result(f, index, result.sources.get(f.path)) for f in result.findings],
     }
@@ -64,18 +69,25 @@ def _rule(rule: Any) -> dict[str, Any]:
 
 
 def artifact_location(path: str) -> dict[str, str]:
-    """A relative path becomes a URI relative to %SRCROOT%; an absolute one a file: URI."""
-    p = Path(path)
-    if p.is_absolute():
-        return {"uri": p.as_uri()}
-    return {"uri": quote(p.as_posix().removeprefix("./")), "uriBaseId": SRCROOT}
+    """A URI relative to %SRCROOT% (an absolute path under the working directory too); an
+    absolute `file:` URI only for a file outside it."""
+    relative = _under_root(path)
+    if relative is None:
+        return {"uri": "file://" + quote(os.fsencode(Path(os.path.abspath(path)).as_posix()))}
+    return {"uri": quote(os.fsencode(relative)), "uriBaseId": SRCROOT}
+
+
+def _under_root(path: str) -> str | None:
+    """`path` relative to the working directory (%SRCROOT%), or None when outside it."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return None if relative == ".." or relative.startswith(("../", "..\\")) else Path(relative).as_posix()
 
 
 def _result(f: Finding, index: dict[str, int], text: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ruleId": f.code,
         "level": _LEVELS[f.severity],
-        "message": {"text": f.message},
+        "message": {"text": printable(f.message)},
         "locations": [{"physicalLocation": {
             "artifactLocation": artifact_location(f.path),
             "region": {
@@ -90,7 +102,8 @@ def _result(f: Finding, index: dict[str, int], text: str | None) -> dict[str, An
         out["ruleIndex"] = index[f.code]
     out["properties"] = {"confidence": f.confidence.value, "condition": f.condition}
     if f.binding is not None:
-        out["properties"]["binding"] = {"path": f.binding.path, "line": f.binding.line}
+        out["properties"]["binding"] = {"path": printable(_under_root(f.binding.path) or f.binding.path),
+                                         "line": f.binding.line}
     if f.fix is not None and text is not None:
         out["fixes"] = [sarif_fix(f.fix, f.path, text)]
     return out

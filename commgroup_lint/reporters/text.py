@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from commgroup_lint.engine import LintResult
 from commgroup_lint.fixer import applicable
 from commgroup_lint.model import Applicability, Finding
+from commgroup_lint.terminal import printable
 
 if TYPE_CHECKING:
     from rich.console import Console  # rich is imported only to print findings (see `print_findings`)
@@ -16,11 +17,11 @@ if TYPE_CHECKING:
 GUTTER = 7  # the width of a code frame's `  12 | `
 
 
-def code_frame(text: str, f: Finding) -> str:
-    lines = text.splitlines()
+def code_frame(lines: list[str], f: Finding) -> str:
+    """The finding's line (of the file's `lines`) with a caret under its span."""
     if not 0 < f.start.line <= len(lines):
         return ""
-    line = lines[f.start.line - 1].expandtabs(1)
+    line = printable(lines[f.start.line - 1].expandtabs(1))
     width = (f.end.column - f.start.column) if f.end.line == f.start.line else len(line) - f.start.column + 1
     gutter = f"{f.start.line:>4} | "
     return f"{gutter}{line}\n{' ' * len(gutter)}{' ' * (f.start.column - 1)}{'^' * max(1, width)}"
@@ -37,13 +38,17 @@ def help_line(f: Finding) -> str | None:
 def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = False) -> None:
     from rich.markup import escape
 
+    lines: dict[str, list[str]] = {}  # by path, split once: a file may hold thousands of findings
     for f in result.findings:
         mark = "[*] " if applicable(f.fix, unsafe_fixes) else ""
         console.print(
-            f"[bold]{escape(f.path)}[/]:{f.start.line}:{f.start.column}: [bold red]{f.code}[/] {escape(mark)}{escape(f.message)}",
+            f"[bold]{escape(printable(f.path))}[/]:{f.start.line}:{f.start.column}: [bold red]{f.code}[/] "
+            f"{escape(mark)}{escape(printable(f.message))}",
             soft_wrap=True,
         )
-        frame = code_frame(result.sources.get(f.path, ""), f)
+        if f.path not in lines:
+            lines[f.path] = result.sources.get(f.path, "").splitlines()
+        frame = code_frame(lines[f.path], f)
         if frame:
             console.print(escape(frame), style="dim", soft_wrap=True)
         help_text = help_line(f)
@@ -69,8 +74,16 @@ def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = F
         lines = [f"Found {n} finding{'s' if n != 1 else ''} ({checked})."]
     fixable = sum(applicable(f.fix, unsafe_fixes) for f in result.findings)
     hidden = sum(f.fix is not None and not applicable(f.fix, unsafe_fixes) for f in result.findings)
-    if fixable:
-        lines.append(f"[*] {fixable} fixable with `--fix{' --unsafe-fixes' if unsafe_fixes else ''}`.")
-    if hidden:
-        lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`.")
+    lines += fix_hint(fixable, hidden)
     return lines
+
+
+def fix_hint(fixable: int, hidden: int) -> list[str]:
+    """How many findings `--fix` fixes and how many fixes only `--unsafe-fixes` enables, in
+    ruff's words (0.17)."""
+    unsafe = f"{hidden} unsafe fix{'es' if hidden != 1 else ''} available with `--fix --unsafe-fixes`"
+    if fixable and hidden:
+        return [f"[*] {fixable} fixable with `--fix` ({unsafe})."]
+    if hidden:
+        return [f"{unsafe}."]
+    return [f"[*] {fixable} fixable with `--fix`."] if fixable else []

@@ -24,16 +24,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"needs CUDA with >= {needed} GPUs (run on the device machine)"))
 
 
-@pytest.fixture(scope="session")
-def cpu_extension(tmp_path_factory):
-    """The shim's extension built for the CPU (``native_build.py``), once per session."""
-    from native_build import build, compiler
-
-    if compiler() is None:
-        pytest.skip("no C++ compiler to build the extension with")
-    return build(tmp_path_factory.mktemp("native"))
-
-
 @pytest.fixture(autouse=True)
 def _no_registered_segments_left():
     """Segments a test registered (a stand-in pool's CPU tensors) stay registered after the test
@@ -43,7 +33,6 @@ def _no_registered_segments_left():
     table = sys.modules.get("commgroup_lint.runtime._table")  # only where a test imported the shim
     if table is not None:
         table.TABLE.segments.clear()
-        table.TABLE.version += 1
 
 
 @pytest.fixture(scope="session")

@@ -51,12 +51,12 @@ MAIN = textwrap.dedent(
             torch.cuda.set_device(rank)
         if not dist.is_initialized():
             dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=init, rank=rank, world_size=2)
-        group = dist.new_group([0, 1])
-        other = dist.new_group([0, 1])
-        with symmetric(group):  # CONTEXT
+        tp = dist.new_group([0, 1])
+        ep = dist.new_group([0, 1])
+        with symmetric(tp):  # CONTEXT
             buf = torch.ones(1024, device=device)  # ALLOCATION
-        dist.all_reduce(buf, group=group)  # RIGHT GROUP
-        dist.all_reduce(buf, group=other)  # WRONG GROUP
+        dist.all_reduce(buf, group=tp)  # RIGHT GROUP
+        dist.all_reduce(buf, group=ep)  # WRONG GROUP
         dist.barrier()
         dist.destroy_process_group()
 
@@ -168,10 +168,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report", **env: str) -> subprocess.CompletedProcess[str]:
-    """``main.py INIT ARGV...`` in ``root``, the shim on through the environment only."""
+def run_ranks(root: Path, log: Path, *argv: str, mode: str = "report", python: str = sys.executable,
+              **env: str) -> subprocess.CompletedProcess[str]:
+    """``python main.py INIT ARGV...`` in ``root``, the shim on through the environment only."""
     init = "file://" + str(root / "store")
     return subprocess.run(
-        [sys.executable, "main.py", init, *argv], cwd=root, capture_output=True, text=True, timeout=540,
+        [python, "main.py", init, *argv], cwd=root, capture_output=True, text=True, timeout=540,
         env=clean_env(COMMGROUP_LINT_RUNTIME=mode, COMMGROUP_LINT_RUNTIME_LOG=str(log), **env),
     )

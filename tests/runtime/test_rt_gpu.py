@@ -18,7 +18,6 @@ from rt_project import MEGATRON_MAIN, line_of, make_megatron_project, make_proje
 from rt_seeded import expected_runtime
 from rt_startup import startup_hook_installed
 
-from commgroup_lint.runtime._allocator_hook import HOOK_ENV_VAR
 from smoke_model import VARIANTS
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -87,33 +86,24 @@ def _records(log: Path) -> list[tuple]:
     return sorted((r["code"], r["line"], r["collective_line"], r["rank"]) for r in map(json.loads, log.read_text().splitlines()))
 
 
-#: Where CUDA memory made inside a context is reported: the context's line when the allocation
-#: hook learnt it (the ranks initialize CUDA before the context), the line that made it under
-#: the function mode (the hook switched off).
-SITE_MARKERS = pytest.mark.parametrize("hook_env, marker", [
-    ({}, "CONTEXT"), ({HOOK_ENV_VAR: "0"}, "ALLOCATION")], ids=["allocation hook", "function mode"])
-
-
 @needs_hook
-@SITE_MARKERS
-def test_spawned_nccl_ranks_of_a_script_that_never_imports_the_shim(tmp_path, hook_env, marker):
+def test_spawned_nccl_ranks_of_a_script_that_never_imports_the_shim(tmp_path):
     project = make_project(tmp_path / "userproject")
-    out = run_ranks(project, project / "runtime.jsonl", "cuda", **hook_env)
+    out = run_ranks(project, project / "runtime.jsonl", "cuda")
     assert out.returncode == 0, out.stderr[-3000:]
     assert _records(project / "runtime.jsonl") == [
-        ("CGL002", line_of(marker), line_of("WRONG GROUP"), rank) for rank in (0, 1)]
+        ("CGL002", line_of("ALLOCATION"), line_of("WRONG GROUP"), rank) for rank in (0, 1)]
 
 
 @needs_hook
 @pytest.mark.skipif(importlib.util.find_spec("megatron") is None, reason="needs the megatron-core package")
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="Megatron-Core builds its NCCL allocator with nvcc")
-@SITE_MARKERS
-def test_megatron_nccl_mem_is_reported_at_the_line_that_allocated_under_it(tmp_path, hook_env, marker):
+def test_megatron_nccl_mem_is_reported_at_the_line_that_allocated_under_it(tmp_path):
     project = make_megatron_project(tmp_path / "megatron_user")
-    out = run_ranks(project, project / "runtime.jsonl", **hook_env)
+    out = run_ranks(project, project / "runtime.jsonl")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert out.stdout.count("sum 4.0") == 2  # the right all-reduce, then the wrong one: outputs unchanged
-    allocation = line_of(marker, MEGATRON_MAIN)
+    allocation = line_of("ALLOCATION", MEGATRON_MAIN)
     assert _records(project / "runtime.jsonl") == [
         ("CGL002", allocation, line_of("WRONG GROUP", MEGATRON_MAIN), rank) for rank in (0, 1)]
     print(open(project / "runtime.jsonl").read())  # the closing note quotes it

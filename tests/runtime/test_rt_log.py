@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from commgroup_lint import runtime_log
 from commgroup_lint.runtime import _log
 from commgroup_lint.runtime._report import Violation
-from test_cli import run
-from test_reporters import validate_sarif
+from rt_linter import cli_run, sarif_validator
 
 
 def _violation(rank: int, line: int = 3) -> Violation:
@@ -57,14 +57,14 @@ def test_the_same_violation_on_several_ranks_is_one_finding(log: Path) -> None:
     for rank in (1, 0):
         _log.append(_violation(rank), "report")
     _log.append(_violation(0, line=5), "report")
-    [first, second] = _log.findings(str(log))
+    [first, second] = runtime_log.findings(str(log))
     assert (first.code, first.path, first.start.line) == ("CGL002", "model.py", 3)
     assert first.message.endswith("at model.py:9 (ranks 0, 1)") and not first.message.startswith("CGL002")
     assert second.start.line == 5 and second.message.endswith("(ranks 0)")
 
 
 def _runtime_log(*args: str, cwd: Path):  # -> CompletedProcess
-    return run("runtime-log", *args, cwd=cwd)
+    return cli_run()("runtime-log", *args, cwd=cwd)
 
 
 def test_runtime_log_command_renders_the_linters_formats(log: Path) -> None:
@@ -78,7 +78,7 @@ def test_runtime_log_command_renders_the_linters_formats(log: Path) -> None:
     )
     github = _runtime_log(str(log), "--format", "github", cwd=log.parent)
     assert github.stdout.startswith("::error file=model.py,line=3,col=1,endLine=3,endColumn=1,title=group-mismatch (CGL002)::buffer bound")
-    sarif = validate_sarif(_runtime_log(str(log), "--format", "sarif", cwd=log.parent).stdout)
+    sarif = sarif_validator()(_runtime_log(str(log), "--format", "sarif", cwd=log.parent).stdout)
     [result] = sarif["runs"][0]["results"]
     assert result["ruleId"] == "CGL002" and result["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
     assert _runtime_log(str(log), "--exit-zero", "--format", "json", cwd=log.parent).returncode == 0

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from rt_linter import cli_run, sarif_validator  # noqa: E402
 from rt_project import clean_env, line_of, make_project, run_ranks  # noqa: E402
 from rt_startup import startup_hook_installed  # noqa: E402
 
@@ -44,11 +45,14 @@ def test_both_ranks_log_the_wrong_group_at_the_allocation(project: Path, logged:
     assert all(r["collective"] == "all_reduce" and r["mode"] == "report" for r in logged)
 
 
-def test_the_log_renders_as_sarif(project: Path, logged: list[dict]) -> None:
-    from test_cli import run
-    from test_reporters import validate_sarif
+def test_groups_are_named_by_the_variables_holding_them(logged: list[dict]) -> None:
+    assert [(r["buffer_group"], r["collective_group"]) for r in logged] == [("tp", "ep")] * 2
+    assert all(r["message"].startswith("CGL002 buffer bound to group 'tp' ") and " on group 'ep' at " in r["message"]
+               for r in logged)
 
-    sarif = validate_sarif(run("runtime-log", "runtime.jsonl", "--format", "sarif", cwd=project).stdout)
+
+def test_the_log_renders_as_sarif(project: Path, logged: list[dict]) -> None:
+    sarif = sarif_validator()(cli_run()("runtime-log", "runtime.jsonl", "--format", "sarif", cwd=project).stdout)
     [result] = sarif["runs"][0]["results"]
     assert result["ruleId"] == "CGL002" and result["message"]["text"].endswith("(ranks 0, 1)")
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == line_of("ALLOCATION")
