@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import render
-from commgroup_lint.analysis.walk import blocks, calls_in, leaves, names_in, walk
+from commgroup_lint.analysis.walk import calls_in, names_in, statement_paths, walk
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ def group_caches(fn: ir.FunctionDef, module: ir.Module, class_name: str | None,
     derived = derived_names(fn.body, groups)
     globals_ = _top_level_names(module.body)
     cls_names = {"cls", *([class_name] if class_name else [])}
-    returns = [s.value for s in _statements(fn.body) if isinstance(s, ir.Return) and s.value is not None]
+    returns = [s.value for s, _ in statement_paths(fn.body) if isinstance(s, ir.Return) and s.value is not None]
     reported: set[str] = set()  # one finding per slot: the first store (a branch per backend stores again)
-    for store, tests in _guarded_stores(fn.body, ()):
+    stores = [(s, tuple(node.test for node, _ in path)) for s, path in statement_paths(fn.body) if isinstance(s, ir.Assign)]
+    for store, tests in stores:
         value_names = set(names_in(store.value))
         group = next((g for g in sorted(groups) if derived.get(g, set()) & value_names), None)
         if group is None:
@@ -74,36 +75,13 @@ def derived_names(body: tuple[ir.Stmt, ...], groups: set[str]) -> dict[str, set[
     """For each group parameter, the names holding it or something made from it (assignments
     in order, one pass: `comm = Comm(group)`, `key = comm.name`)."""
     out = {g: {g} for g in groups}
-    for stmt in _statements(body):
+    for stmt, _ in statement_paths(body):
         if isinstance(stmt, ir.Assign):
             read = set(names_in(stmt.value))
             for names in out.values():
                 if names & read:
                     names.update(n for t in stmt.targets if isinstance(t, (ir.Name, ir.TupleExpr)) for n in names_in(t))
     return out
-
-
-def _statements(body: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
-    for stmt in body:
-        yield stmt
-        for inner in blocks(stmt):
-            yield from _statements(inner)
-
-
-def _guarded_stores(body: tuple[ir.Stmt, ...], tests: tuple[ir.Expr, ...]) -> Iterator[tuple[ir.Assign, tuple[ir.Expr, ...]]]:
-    """Every assignment, with the tests of the `if`s around it (an early `return` when the slot
-    is full guards what follows it too)."""
-    for stmt in body:
-        if isinstance(stmt, ir.Assign):
-            yield stmt, tests
-        elif isinstance(stmt, ir.If):
-            yield from _guarded_stores(stmt.body, (*tests, stmt.test))
-            yield from _guarded_stores(stmt.orelse, (*tests, stmt.test))
-            if leaves(stmt.body) or leaves(stmt.orelse):
-                tests = (*tests, stmt.test)
-        elif not isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
-            for inner in blocks(stmt):
-                yield from _guarded_stores(inner, tests)
 
 
 def _top_level_names(body: tuple[ir.Stmt, ...]) -> set[str]:

@@ -13,17 +13,19 @@ _SKIPPED = frozenset({"span", "source"})  # positions, and the front end's own n
 
 
 def walk(node: object) -> Iterator[object]:
-    """`node` (or each of a tuple of nodes) and everything below it, depth first."""
-    if isinstance(node, tuple) and not isinstance(node, ir.Span):
-        for item in node:
-            yield from walk(item)
-        return
-    if not hasattr(type(node), "__slots__") or isinstance(node, (str, ir.Span)) or node is None:
-        return
-    yield node
-    for slot in getattr(type(node), "__slots__", ()):
-        if slot not in _SKIPPED:
-            yield from walk(getattr(node, slot, None))
+    """`node` (or each of a tuple of nodes) and everything below it, depth first; iterative, so
+    that a chain of 1,200 `elif`s is walked like any other."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple) and not isinstance(item, ir.Span):
+            stack.extend(reversed(item))
+            continue
+        if not hasattr(type(item), "__slots__") or isinstance(item, (str, ir.Span)) or item is None:
+            continue
+        yield item
+        stack.extend(getattr(item, slot, None) for slot in reversed(getattr(type(item), "__slots__", ()))
+                     if slot not in _SKIPPED)
 
 
 def names_in(node: object) -> Iterator[str]:
@@ -60,29 +62,36 @@ Branch = tuple[ir.If, bool]  # an `if` and whether the path takes its body
 
 def statement_paths(body: tuple[ir.Stmt, ...], path: tuple[Branch, ...] = ()) -> Iterator[tuple[object, tuple[Branch, ...]]]:
     """Every simple statement, and the header of every compound one (an `if`'s test, a loop's
-    iterable, a `with`'s contexts), with the branches that lead to it. A branch that always
-    leaves (`if c: return ...`) puts what follows it on the path where `c` is false."""
-    for stmt in body:
+    iterable, a `with`'s contexts), with the branches that lead to it, in order. A branch that
+    always leaves (`if c: return ...`) puts what follows it on the path where `c` is false.
+    Iterative (an `elif` chain is as deep as it is long)."""
+    stack: list[tuple[tuple[ir.Stmt, ...], int, tuple[Branch, ...]]] = [(body, 0, path)]
+    while stack:
+        block, at, path = stack.pop()
+        if at >= len(block):
+            continue
+        stmt = block[at]
         if isinstance(stmt, ir.If):
             yield stmt.test, path
-            yield from statement_paths(stmt.body, (*path, (stmt, True)))
-            yield from statement_paths(stmt.orelse, (*path, (stmt, False)))
             body_leaves, else_leaves = leaves(stmt.body), leaves(stmt.orelse)
-            if body_leaves and else_leaves:
-                return
-            if body_leaves or else_leaves:
-                path = (*path, (stmt, not body_leaves))
+            if not (body_leaves and else_leaves):
+                after = (*path, (stmt, not body_leaves)) if body_leaves or else_leaves else path
+                stack.append((block, at + 1, after))
+            stack.append((stmt.orelse, 0, (*path, (stmt, False))))
+            stack.append((stmt.body, 0, (*path, (stmt, True))))
         elif isinstance(stmt, (ir.Loop, ir.With, ir.Try)):
             if isinstance(stmt, ir.Loop):
                 yield stmt.iter, path
             elif isinstance(stmt, ir.With):
                 yield tuple(item.context for item in stmt.items), path
-            for block in blocks(stmt):
-                yield from statement_paths(block, path)
-        elif not isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            stack.append((block, at + 1, path))
+            stack.extend((inner, 0, path) for inner in reversed(blocks(stmt)))
+        elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            stack.append((block, at + 1, path))
+        else:
             yield stmt, path
-            if isinstance(stmt, (ir.Return, ir.Jump)):
-                return
+            if not isinstance(stmt, (ir.Return, ir.Jump)):
+                stack.append((block, at + 1, path))
 
 
 def exclusive(a: tuple[Branch, ...], b: tuple[Branch, ...]) -> bool:
