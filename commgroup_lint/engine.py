@@ -98,8 +98,12 @@ class Linter:
 
     def _gate_words(self) -> set[str]:
         """Only code that names an allocator can hold a finding: allocation sites, and the
-        definitions of allocators (which allocate through a context or another allocator)."""
-        return self.api.allocation_words()
+        definitions of allocators (which allocate through a context or another allocator);
+        and what a selected rule names besides (CGL007: the collectives)."""
+        return self.api.allocation_words() | self._rule_words()
+
+    def _rule_words(self) -> set[str]:
+        return set().union(*(rule.gate_words(self.api) for rule in self.rules))
 
     def index(self, sources: list[SourceFile], mentions: Mentions | None = None,
               memo: Callable[[ModuleSource], Previous | None] | None = None,
@@ -111,7 +115,8 @@ class Linter:
 
     def _build_index(self, modules: list[ModuleSource], mentions: Mentions,
                      memo: Callable[[ModuleSource], Previous | None] | None, resume: bool = False) -> None:
-        index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend)
+        index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend,
+                             set().union(*(rule.index_words(self.api) for rule in self.rules)))
         index.build(modules, mentions, resume)
         self._index = index
         self._gate = _word_pattern(self._gate_words())

@@ -151,6 +151,18 @@ class Rule:
 
         return (sys.modules[cls.__module__].__doc__ or "").strip()
 
+    @classmethod
+    def gate_words(cls, api: Api) -> set[str]:
+        """Words besides the allocation APIs' of which a file must name one to be analysed for
+        this rule (the engine's gate): a rule about collectives alone names the collectives."""
+        return set()
+
+    @classmethod
+    def index_words(cls, api: Api) -> set[str]:
+        """Of those, the words that make the index summarise a file's helpers (and follow what
+        they call): a rule whose findings go through helpers names them here."""
+        return set()
+
     def check(self, ctx: FileContext) -> Iterator[Finding]:
         """The rule's findings in one file. The default finds nothing: the rules whose findings
         the engine (unreadable files, suppressions) or the runtime shim produce keep it; the

@@ -234,6 +234,31 @@ class Consumption:
 
 
 @dataclass(frozen=True)
+class GroupUse:
+    """A collective run on some path, whatever it consumes: the group it runs on and how the
+    call chose it (CGL007 compares these with the groups the function was given)."""
+
+    call: ir.Call
+    collective: str  # display name of the collective (or of the helper that runs it)
+    groups: Value  # what the group argument holds (GroupFacts, ParamFacts, or anything else)
+    how: str  # "given" (an argument), "default" (omitted or None: the callee's default), "fixed" (inside a
+    # helper), or "unknown" (a call with `*args` whose group argument cannot be told)
+    cond: PathCondition
+    source: ir.Expr | None = None  # the expression giving the group (the receiver of `group.all_reduce(t)`)
+    param: str | None = None  # the keyword that takes the group, when the call takes it as an argument
+
+
+@dataclass(frozen=True)
+class GroupArguments:
+    """A call given groups by several keywords (`Comm(cpu_group=a.cpu_group, device_group=b.device_group)`):
+    what each keyword holds, for CGL007 to compare those that name the same role."""
+
+    call: ir.Call
+    arguments: tuple[tuple[str, Value], ...]  # (keyword, its value: groups only)
+    cond: PathCondition
+
+
+@dataclass(frozen=True)
 class ParamCall:
     """A parameter called (`step(local, hidden)`; `callee` its index), or a field of the method's
     record (`self.reduce(x)`; `callee` its name): what it is given, for the summary; the caller
@@ -273,3 +298,5 @@ class FunctionFacts:
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call
     stores: dict[str, frozenset] = field(default_factory=dict)  # `self.x` values this method leaves
     factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in
+    group_uses: list[GroupUse] = field(default_factory=list)  # every collective run, with its group
+    group_arguments: list[GroupArguments] = field(default_factory=list)  # calls given groups by several keywords

@@ -56,7 +56,9 @@ from commgroup_lint.analysis.facts import (
     ContextFact,
     Fact,
     FunctionFacts,
+    GroupArguments,
     GroupFact,
+    GroupUse,
     Guarded,
     ObjectFact,
     ParamCall,
@@ -82,6 +84,9 @@ VIEW_METHODS = frozenset({
 IN_PLACE_METHODS = frozenset({"copy_", "fill_", "zero_", "add_", "mul_", "masked_fill_", "div_", "sub_", "clamp_"})
 _PARTIAL = frozenset({"functools.partial"})
 _LIST_GROWING = frozenset({"append", "extend", "insert"})
+# Collective method names a tensor has too (`logits.gather(dim, index)`): on a parameter not known
+# to be a group, not taken for a collective.
+TENSOR_COLLECTIVE_NAMES = frozenset({"gather", "scatter"})
 _SUPER = "super"
 
 Env = dict[str, Value]
@@ -489,6 +494,8 @@ class FunctionFlow:
         if key is None or held is None:
             return
         grown = frozenset(g for f in held for g in (TupleFact.of(f.items + (value,)) if isinstance(f, TupleFact) else {f}))
+        if len(grown) > MAX_LISTS:  # one list per subset of the branches that appended: kept as their elements
+            grown = frozenset(g for f in grown for g in (set().union(*f.items) if isinstance(f, TupleFact) else {f}))
         self.env[key] = grown
         if key.startswith("self."):
             self.facts.stores[key] = self.facts.stores.get(key, frozenset()) | grown
@@ -709,6 +716,9 @@ class FunctionFlow:
     # calls -------------------------------------------------------------------------
     def call(self, c: ir.Call) -> Value:
         args = [self.eval(a.value) for a in c.args]
+        grouped = tuple((a.keyword, v) for a, v in zip(c.args, args) if a.keyword and guarded_groups(v) is not None)
+        if len(grouped) > 1:
+            self.facts.group_arguments.append(GroupArguments(c, grouped, self.cond))
         if (builtin := self.builtin(c.func)) is not None and len(args) == 1 and not c.args[0].keyword:
             if builtin in ("list", "tuple", "iter") and all(isinstance(f, TupleFact) for f in args[0]):
                 return args[0]  # the same items, by position
@@ -762,6 +772,9 @@ class FunctionFlow:
                     allocation = self.allocate("allocator", method, c, _Arguments(c, args, ()), binding, None,
                                                hidden=False, params=frozenset({f.index}))
                     result.add(BufferFact(allocation) if allocation is not None else UNKNOWN)
+                elif (isinstance(f, ParamFact) and method in self.api.profile.methods.collective
+                      and method not in TENSOR_COLLECTIVE_NAMES):
+                    self.note_group_use(c, method, frozenset({f}), "given", source=receiver_expr)  # `group.all_reduce(t)`
                 elif isinstance(f, ParamFact) and method in self.api.profile.methods.register_pool:
                     result |= self.group_method(GroupFact(SYMBOLIC + f.name.lstrip("*"), f.guard), method, c, args)
                 elif isinstance(f, GroupFact):
@@ -1028,12 +1041,17 @@ class FunctionFlow:
                 continue
             if consume.group is not None:
                 group_value = arguments.value(consume.group)
-                if group_value is None:
+                omitted = group_value is None or group_value == _NONE_VALUE
+                if group_value is None or omitted:  # `group=None` is the default too
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
                     group_value = self.as_group(group_value, arguments.expr(consume.group))
+                how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
+                self.note_group_use(c, consume.name or display, group_value, how, cond,
+                                    arguments.expr(consume.group), consume.group.param)
             else:
                 group_value = _groups_value(consume.groups)
+                self.note_group_use(c, consume.name or display, group_value, "fixed", cond)
             if consume.buffer is not None:
                 buffer_values = [v for v in [arguments.value(consume.buffer)] if v is not None]
             else:
@@ -1256,6 +1274,8 @@ class FunctionFlow:
         """A method called on a group (or on an object standing for one)."""
         methods = self.api.profile.methods
         if method in methods.collective:
+            self.note_group_use(c, method, frozenset({group}), "given",
+                                source=c.func.value if isinstance(c.func, ir.Attr) else None)
             for value in args:
                 self.consume(c, value, frozenset({group}), method, frozenset(), False)
             return {UNKNOWN}
@@ -1311,6 +1331,12 @@ class FunctionFlow:
                 continue
             self._seen.add(key)
             self.facts.consumptions.append(Consumption(allocation, name, c, groups, path, lost))
+
+    def note_group_use(self, c: ir.Call, name: str, groups: Value, how: str, extra: PathCondition = frozenset(),
+                       source: ir.Expr | None = None, param: str | None = None) -> None:
+        use = GroupUse(c, name, groups, how, self.cond | extra, source, param)
+        if use not in self.facts.group_uses:  # a loop's second pass finds it again
+            self.facts.group_uses.append(use)
 
     def deciding_helpers(self) -> set[str]:
         """The module-level helpers whose result decides the path to an allocation or a
@@ -1678,6 +1704,7 @@ def _anywhere(x: object) -> object:
 
 
 MAX_REPLAYS = 4  # a callable handed on deeper than this (or to itself) is not followed further
+MAX_LISTS = 16  # a list appended to in this many ways (`if c: reasons.append(...)`, n times: 2**n) is kept unordered
 OWN_OBJECT = object()  # a receiver that is the calling method's own object (see `replay_calls`)
 _NONE = ConstFact(None)
 _NONE_VALUE = frozenset({_NONE})

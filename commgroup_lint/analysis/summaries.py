@@ -314,8 +314,10 @@ class SummaryIndex:
 
     def __init__(self, api: Api, recorder: Recorder | None = None,
                  memo: Callable[[ModuleSource], Previous | None] | None = None,
-                 analyze: Callable[..., list[FunctionFacts]] | None = None, frontend: str = "ast") -> None:
+                 analyze: Callable[..., list[FunctionFacts]] | None = None, frontend: str = "ast",
+                 words: set[str] | None = None) -> None:
         self.api = api
+        self.words = words or set()  # what the rules name besides allocators (the collectives): indexed first too
         self.frontend = frontend
         self._analyze = analyze or analyze_module
         self._memos: dict[str, tuple[IndexedModule, StepMemo]] = {}  # each module's last analysis, function by function
@@ -338,7 +340,7 @@ class SummaryIndex:
         self._definitions: dict[str, tuple[str, ...]] = {}
 
     def allocator_words(self) -> set[str]:
-        return self.api.allocation_words()
+        return self.api.allocation_words() | self.words
 
     def build(self, sources: Iterable[tuple[Path, str, str]] | Iterable[ModuleSource],
               mentions: Callable[[Iterable[str], set[str]], set[str]] | None = None, resume: bool = False) -> None:
