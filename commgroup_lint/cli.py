@@ -345,7 +345,8 @@ def list_rules(color: str = "auto") -> None:
 
     table = Table("Code", "Name", "Fix", "Summary", box=None)
     for rule in all_rules().rules:
-        table.add_row(rule.code, rule.name, fix_safety(rule) or "", rule.summary)
+        table.add_row(rule.code, rule.name, fix_safety(rule) or "",
+                      rule.summary + (f" (opt-in: select {rule.code})" if rule.opt_in else ""))
     terminal.console(color).print(table)
 
 

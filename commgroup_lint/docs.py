@@ -47,7 +47,9 @@ def render_rule_doc(rule: type[Rule]) -> str:
     parts = [
         f"# {rule.code}: {rule.name}\n",
         f"{rule.summary}.\n",
-        f"- Code: `{rule.code}`\n- Name: `{rule.name}`\n- Default severity: {rule.severity.value}\n- Fix: {fix}\n",
+        f"- Code: `{rule.code}`\n- Name: `{rule.name}`\n- Default severity: {rule.severity.value}\n- Fix: {fix}\n"
+        + (f"- Opt-in: runs only when selected by its code (`--select {rule.code}`, or `extend-select = "
+           f"[\"{rule.code}\"]`): it makes the analysis read every file that runs a collective\n" if rule.opt_in else ""),
         rule.documentation() + "\n",
     ]
     if rule.runtime_only:

@@ -82,7 +82,8 @@ class Linter:
         # checks are neither taken from the cache nor written to it, whose key is the run's.
         self.scopes: Mapping[str, FileScope] = scopes or {}
         selections = [selection, *(s.selection for s in self.scopes.values())]
-        self.rules: list[Rule] = [r() for r in all_rules().rules if any(s.enabled(r.code) for s in selections)]
+        self._opt_in = frozenset(r.code for r in all_rules().rules if r.opt_in)
+        self.rules: list[Rule] = [r() for r in all_rules().rules if any(self._selects(s, r.code) for s in selections)]
         self._gate = _word_pattern(self._gate_words())
         self._index: SummaryIndex | None = None
         self.gate = gate  # False: parse and analyse every file, even those naming no allocator (robustness runs)
@@ -129,7 +130,11 @@ class Linter:
         scope = self.scopes.get(display)
         selection, per_file_ignores = (scope.selection, scope.per_file_ignores) if scope else (self.selection, self.per_file_ignores)
         ignored = tuple(c for pattern, codes in per_file_ignores if is_excluded(display, (pattern,)) for c in codes)
-        return lambda code: selection.enabled(code) and not any(code.startswith(i) for i in ignored)
+        return lambda code: self._selects(selection, code) and not any(code.startswith(i) for i in ignored)
+
+    def _selects(self, selection: RuleSelection, code: str) -> bool:
+        """An opt-in rule (see `Rule.opt_in`) only by its own code, any other by a prefix too."""
+        return selection.names(code) if code in self._opt_in else selection.enabled(code)
 
     def min_confidence_for(self, display: str) -> Confidence:
         scope = self.scopes.get(display)

@@ -101,6 +101,10 @@ class RuleSelection:
             code.startswith(i) for i in self.ignore
         )
 
+    def names(self, code: str) -> bool:
+        """Whether the code itself is selected (not only a prefix of it), and not ignored."""
+        return code in self.select and self.enabled(code)
+
 
 @dataclass(frozen=True)
 class FileScope:

@@ -136,10 +136,13 @@ class Rule:
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
     fixable: ClassVar[bool] = False
+    """Whether the rule can offer fixes (derived from INVALID examples that carry `fixed`)."""
     runtime_only: ClassVar[bool] = False
     """A verdict of the runtime shim (`commgroup_lint.runtime`) that no static analysis can make; its
     examples are programs whose run the shim's tests check (tests/runtime/)."""
-    """Whether the rule can offer fixes (derived from INVALID examples that carry `fixed`)."""
+    opt_in: ClassVar[bool] = False
+    """Run only when its code is selected by name (`--select CGL007`, `extend-select`), not by a
+    prefix such as the default `CGL`: a rule that makes the analysis read much more of a tree."""
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()

@@ -8,8 +8,11 @@ from commgroup_lint.engine import Linter
 from commgroup_lint.model import Confidence, Finding, RuleSelection
 from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import discover
+from commgroup_lint.rule import all_rules
 
 FIXTURES = Path(__file__).parent / "fixtures"
+EVERY_RULE = ("CGL", *(r.code for r in all_rules().rules if r.opt_in))
+"""A selection that runs every rule, the opt-in ones (`Rule.opt_in`) included."""
 PROFILE = configured_profile(Config())
 """What a run without a configuration uses: every shipped profile."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from commgroup_lint.model import Confidence, Finding
-from lintkit import FIXTURES, lint_paths
+from lintkit import EVERY_RULE, FIXTURES, lint_paths
 
 LOW = Confidence.LOW
 
@@ -46,7 +46,7 @@ PACKAGE_CASES = [_param(d.name, d) for d in sorted(PACKAGES.iterdir()) if (d / "
 @pytest.mark.parametrize("source", STATIC_CASES)
 def test_static_fixture(source: Path) -> None:
     expected = _expected(source.with_suffix(".txt"))
-    found = [f"{f.start.line}:{f.start.column} {f.code}{_confidence(f)}" for f in lint_paths(source, min_confidence=LOW)]
+    found = [f"{f.start.line}:{f.start.column} {f.code}{_confidence(f)}" for f in lint_paths(source, select=EVERY_RULE, min_confidence=LOW)]
     assert found == expected
 
 
@@ -55,7 +55,7 @@ def test_package_fixture(root: Path) -> None:
     expected = _expected(root / "expected.txt")
     found = [
         f"{Path(f.path).relative_to(root).as_posix()}:{f.start.line}:{f.start.column} {f.code}{_confidence(f)}"
-        for f in lint_paths(root, min_confidence=LOW)
+        for f in lint_paths(root, select=EVERY_RULE, min_confidence=LOW)
     ]
     assert found == expected
 
