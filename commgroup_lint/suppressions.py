@@ -38,7 +38,7 @@ DIRECTIVE = re.compile(
     re.IGNORECASE,
 )
 NOQA = re.compile(r"#\s*noqa:\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*)", re.IGNORECASE)
-_NOQA_BYTES = b"noqa"
+_NOQA_CGL_BYTES = re.compile(rb"noqa[^\n]*cgl")  # a `# noqa` only matters when it names a CGL code
 # Reported when unused only through their own rules' logic, never as unused suppressions.
 SELF_CODES = frozenset({UnusedSuppression.code, BlanketSuppression.code})
 
@@ -130,8 +130,8 @@ def scan(text: str, utf8: bytes | None = None) -> Directives:
     lowering bytes is several times faster than lowering a string, and most files have none)."""
     found = Directives()
     lowered = utf8.lower() if utf8 is not None else text.lower().encode("utf-8", "surrogatepass")
-    if _MARKER_BYTES not in lowered and _NOQA_BYTES not in lowered:
-        return found
+    if _MARKER_BYTES not in lowered and _NOQA_CGL_BYTES.search(lowered) is None:
+        return found  # (other linters' `# noqa` comments are common: they cost no tokenizing)
     lines = layout(text)
     for tok in lines.comments:
         for match in DIRECTIVE.finditer(tok.string):
