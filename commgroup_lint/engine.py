@@ -140,18 +140,16 @@ class Linter:
         scope = self.scopes.get(display)
         return scope.min_confidence if scope else self.min_confidence
 
-    def lint(self, files: Iterable[Discovered], progress: Callable[[], None] | None = None,
-             context: Iterable[Discovered] = ()) -> LintResult:
-        """Check `files`; `progress` (if given) is called once per file as it is done.
+    def lint(self, files: Iterable[Discovered], context: Iterable[Discovered] = ()) -> LintResult:
+        """Check `files`.
 
         `context` holds the project's other files: indexed (their helpers summarised) as if
         they were checked, so that a run over a few files finds in them what a run over the
         whole project finds, but never checked or reported on themselves."""
         files, context = list(files), list(context)
-        counted = _Counted(progress)
         with _collector_paused():
             try:
-                return self._lint(files, context, counted, trust_stat=True)
+                return self._lint(files, context, trust_stat=True)
             except _SourceChanged:
                 # A file left unread because its `stat` matched was read later in the run and
                 # its content was not what the cache says (a write racing the run): start again
@@ -159,12 +157,9 @@ class Linter:
                 self.api = Api(self.api.profile)
                 self.recorder = Recorder(self.api)
                 self._index = None
-                counted.skip = counted.done  # the progress bar has seen these already
-                counted.done = 0
-                return self._lint(files, context, counted, trust_stat=False)
+                return self._lint(files, context, trust_stat=False)
 
-    def _lint(self, files: list[Discovered], context: list[Discovered], progress: Callable[[], None],
-              trust_stat: bool) -> LintResult:
+    def _lint(self, files: list[Discovered], context: list[Discovered], trust_stat: bool) -> LintResult:
         result = LintResult(profiles=self.api.profile.names)
         caching = self.cache is not None
         old = self.cache.load() if self.cache is not None else {}
@@ -186,7 +181,7 @@ class Linter:
                     checked.append(_File(item.path, display, record.digest, stat, record, reported))
                     continue
                 if reported:
-                    self._report_unreadable(result, display, record.error, progress)
+                    self._report_unreadable(result, display, record.error)
                 records.append((display, record))
                 continue
             try:
@@ -194,7 +189,7 @@ class Linter:
             except SourceError as err:  # not recorded: the file system may answer otherwise next time
                 changed = True
                 if reported:
-                    self._report_unreadable(result, display, str(err), progress)
+                    self._report_unreadable(result, display, str(err))
                 continue
             digest = content_hash(raw) if caching else b""
             try:
@@ -202,7 +197,7 @@ class Linter:
             except SourceError as err:  # the content decides: recorded like a finding
                 changed = changed or record is None or record.error != str(err)
                 if reported:
-                    self._report_unreadable(result, display, str(err), progress)
+                    self._report_unreadable(result, display, str(err))
                 if caching:
                     records.append((display, FileRecord(str(item.path), digest, stat=settled(stat, started), error=str(err))))
                 continue
@@ -261,7 +256,6 @@ class Linter:
                 result.fixable[display] = source
             if caching:
                 records.append((display, self._record(file, mentions, check, started)))
-            progress()
         # A buffer (stdin, an editor) leaves the record of its file as it was, so that typing does
         # not rewrite the cache; a file without one gets the buffer's (its `stat` unknown: read next time).
         buffered = {_cache_key(f.display) for f in files if f.content is not None}
@@ -292,10 +286,9 @@ class Linter:
         done = check(files) if self.observer is not None else in_halves(files, check, cost=32)
         return {file.display: outcome for file, outcome in zip(files, done)}
 
-    def _report_unreadable(self, result: LintResult, display: str, reason: str, progress: Callable[[], None]) -> None:
+    def _report_unreadable(self, result: LintResult, display: str, reason: str) -> None:
         enabled = self.enabled_for(display)
         result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
-        progress()
 
     def _record(self, file: _File, mentions: Mentions, check: CheckResult | None, started: int) -> FileRecord:
         index = self._index
@@ -614,15 +607,3 @@ class _Texts(Mapping[str, bytes]):
 
     def __len__(self) -> int:
         return len(self._files)
-
-
-class _Counted:
-    """A progress callback that counts, and skips the calls a restarted run repeats."""
-
-    def __init__(self, progress: Callable[[], None] | None) -> None:
-        self.progress, self.done, self.skip = progress, 0, 0
-
-    def __call__(self) -> None:
-        self.done += 1
-        if self.progress is not None and self.done > self.skip:
-            self.progress()
