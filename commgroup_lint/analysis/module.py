@@ -33,7 +33,7 @@ from commgroup_lint.analysis.facts import (
     TupleFact,
     Value,
 )
-from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, scoped
+from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, attribute_key, scoped
 from commgroup_lint.analysis.names import ImportTable
 from commgroup_lint.analysis.recording import Lookups, Recorder
 
@@ -143,7 +143,7 @@ def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
         if kind is tuple or kind is list:
             stack.extend(item)
         elif kind is ir.Attr and type(item.value) is ir.Name and item.value.id == me:
-            found.add(f"self.{item.attr}")
+            found.add(attribute_key(item.attr))
         else:
             fields = _IR_FIELDS.get(kind)
             if fields:
@@ -182,7 +182,7 @@ class _ModuleAnalysis:
                  memo: StepMemo) -> None:
         self.api, self.imports, self.display, self.classes, self.memo = api, imports, display, classes, memo
         self.stores: dict[str, Env] = {}  # class -> what its methods store on `self`
-        self.names: dict = {}  # see `flow`
+        self.names: dict = {}  # see `flow.Scope.names`
 
     def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
              top_level: bool = True) -> Iterator[FunctionFacts]:

@@ -45,7 +45,7 @@ from commgroup_lint.analysis.facts import (
     is_symbolic,
     place_key,
 )
-from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, scoped
+from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, key_attribute, scoped
 from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
 from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
@@ -230,8 +230,9 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
                                                            for item in args for r in item):
             calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
-    stores = tuple((key.removeprefix("self."), stored) for key, value in sorted(facts.stores.items())
-                   if fn.name == "__init__" and method and (stored := alternatives(value)))
+    stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
+                   if fn.name == "__init__" and method and (attr := key_attribute(key)) is not None
+                   and (stored := alternatives(value)))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
                             calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)
     if behaviour.empty:

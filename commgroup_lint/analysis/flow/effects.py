@@ -1,0 +1,220 @@
+"""Applying a callee's summary (`Behaviour`) at a call: its arguments for its parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from commgroup_lint.analysis import behaviour as b
+from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.conditions import (
+    Branches,
+    PathCondition,
+    Substitution,
+)
+from commgroup_lint.analysis.facts import (
+    UNKNOWN,
+    UNKNOWN_VALUE,
+    BufferFact,
+    CallableFact,
+    CondFact,
+    ConstFact,
+    ContextFact,
+    Fact,
+    GroupFact,
+    Guarded,
+    ObjectFact,
+    SizeFact,
+    TupleFact,
+    Value,
+    new_group,
+)
+from commgroup_lint.analysis.flow.arguments import Arguments
+from commgroup_lint.analysis.flow.base import FlowBase
+from commgroup_lint.analysis.flow.state import (
+    NONE_VALUE,
+    OWN_OBJECT,
+    flatten,
+    guarded_groups,
+    shallow,
+)
+
+MAX_REPLAYS = 4  # a callable handed on deeper than this (or to itself) is not followed further
+
+
+class Effects(FlowBase):
+    """A callee's behaviour read in the caller's terms: what it consumes, binds and returns here."""
+
+    def substitution(self, arguments: Arguments, receiver: str | None) -> Substitution:
+        params: dict[int | str, str | None] = {}
+        literals: dict[int | str, Branches] = {}
+        constants: dict[int | str, object] = {}
+        passed: list[tuple[int | str, ir.Expr | None, Value]] = [*arguments.positional(), *arguments.keywords()]
+        for index, expr, value in passed:
+            params[index] = self.operand(expr) if expr is not None else None
+            cond = [f for f in value if isinstance(f, CondFact)]
+            if cond:
+                literals[index] = (cond[0].when_true, cond[0].when_false)
+            if isinstance(expr, ir.Const):
+                constants[index] = expr.value
+        return Substitution(params, literals, constants, receiver)
+
+    def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
+                      sub: Substitution) -> None:
+        display = path.partition("(")[0].rpartition(".")[2]
+        for consume in behaviour.consumes:
+            cond, lost, impossible = sub.apply(consume.cond)
+            if impossible:
+                continue
+            if consume.group is not None:
+                group_value = arguments.value(consume.group)
+                omitted = group_value is None or group_value == NONE_VALUE
+                if group_value is None or omitted:  # `group=None` is the default too
+                    group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
+                else:
+                    group_value = self.as_group(group_value, arguments.expr(consume.group))
+                how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
+                self.note_group_use(c, consume.name or display, group_value, how, cond,
+                                    arguments.expr(consume.group), consume.group.param)
+            else:
+                group_value = _groups_value(consume.groups)
+                self.note_group_use(c, consume.name or display, group_value, "fixed", cond)
+            if consume.buffer is not None:
+                buffer_values = [v for v in [arguments.value(consume.buffer)] if v is not None]
+            else:
+                skip = arguments.index_of(consume.group) if consume.group is not None else None
+                buffer_values = [v for i, v in enumerate(arguments.args) if i != skip]
+                buffer_values += [v for _, v in arguments.bound]
+            for value in buffer_values:
+                self.consume(c, value, group_value, consume.name or display, cond, lost)
+        for dst, src in behaviour.copies:
+            self.local_copy(arguments.value(dst), arguments.value(src))
+        for register in behaviour.registers:
+            self.register(register, path, c, arguments)
+        for bind in behaviour.binds_pools:
+            groups = arguments.value(bind.groups) if bind.groups is not None else None
+            self.bind_pool(arguments.expr(bind.pool), groups)
+        for kept in behaviour.keeps:
+            cond, _, impossible = sub.apply(kept.cond)
+            if not impossible:
+                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
+                              via=(kept.via, kept.chosen))
+
+    def replay_calls(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
+                     sub: Substitution, record: object) -> None:
+        """The calls the callee makes of a callable this call passes it (`to_dp_local(dp_reduce_scatter,
+        ...)`), or of one its receiver holds (`self.reduce(...)` in a method of a record; `record`:
+        the receiver, or OWN_OBJECT when it is this method's own object): they happen here, with
+        the callee's arguments read at this call."""
+        for call in behaviour.calls_params:
+            cond, _, impossible = sub.apply(call.cond)
+            if impossible or self._replays >= MAX_REPLAYS:
+                continue
+            args = [frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
+                    for alternatives in call.args]
+            if call.param is not None:
+                callee = arguments.value(call.param)
+            elif record is OWN_OBJECT and call.field in self.record_fields():
+                self.note_call(call.field, args, cond)  # a method of the same record: its callers replay it
+                continue
+            else:
+                callee = record.field(call.field) if isinstance(record, ObjectFact) else None  # type: ignore[arg-type]
+            if callee is None:
+                continue
+            expr = arguments.expr(call.param) if call.param is not None else None  # none: a partial's, a field
+            self._replays += 1
+            try:
+                with self.assuming(cond):
+                    self.call_value(callee, c, args, expr, replayed=True)
+            finally:
+                self._replays -= 1
+
+    def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: Arguments,
+                        sub: Substitution | None = None) -> set[Fact]:
+        out: set[Fact] = set()
+        for item in items:
+            out |= self.instantiate(item, path, c, arguments, sub)
+        return out
+
+    def instantiate(self, item: b.Returned, path: str, c: ir.Call | None, arguments: Arguments,
+                    sub: Substitution | None) -> set[Fact]:
+        if isinstance(item, b.SelfAttribute):
+            return set()  # the receiver's field, which only `call_path` knows (see there)
+        if isinstance(item, b.Groups):
+            variant = arguments.variant(item.variants) if c is not None else None
+            if variant is not None:
+                return {GroupFact(g, guard) for g, guard in variant}
+            return {GroupFact(g, guard) for g, raw in item.groups if (guard := self.translate(raw, sub)) is not None}
+        if isinstance(item, b.NewGroup):
+            line = c.span.line if c is not None else 0
+            return {GroupFact(new_group(path.rpartition('.')[2], f"{self.scope.display}:{line}"))}
+        if isinstance(item, b.Size):
+            return {SizeFact(item.quantity)}
+        if isinstance(item, b.Argument):
+            value = arguments.value(item.arg)
+            return set(value) if value is not None else {UNKNOWN}
+        if isinstance(item, b.Flag):
+            when_true, when_false = self.translate(item.when_true, sub), self.translate(item.when_false, sub)
+            if when_true is None or when_false is None:  # decided at this call: a constant
+                return {ConstFact(when_true is not None)}
+            return {CondFact(when_true, when_false)}
+        if isinstance(item, b.Instance):
+            fields = tuple((name, shallow(frozenset(self.instantiate_all(value, path, c, arguments, sub))))
+                           for name, value in item.fields)
+            return {ObjectFact(item.cls, tuple((name, value) for name, value in fields if value))}
+        if isinstance(item, b.Constant):
+            return {ConstFact(item.value)}
+        if isinstance(item, b.Partial):
+            bound = tuple(
+                (keyword, frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE)
+                for keyword, alternatives in item.args
+            )
+            return {CallableFact(item.path, bound)}
+        if isinstance(item, b.Items):
+            return set(TupleFact.of(tuple(
+                frozenset(self.instantiate_all(alternatives, path, c, arguments, sub)) or UNKNOWN_VALUE
+                for alternatives in item.items
+            )))
+        if c is None:
+            return {UNKNOWN}
+        if isinstance(item, b.Memory):
+            cond = self.translate(item.cond, sub)
+            if cond is None:  # the helper binds memory only on a path this call does not take
+                return {UNKNOWN}
+            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond,
+                                       via=(item.via, item.chosen))
+            return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
+        if isinstance(item, b.Context):
+            if _switched_off(item, arguments):
+                return {UNKNOWN}
+            allocation = self.allocate("context", path, c, arguments, item.binding, item.origin)
+            return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
+        if isinstance(item, b.PoolContext):  # `use_mem_pool(pool)`: the groups the pool was registered with
+            pool = arguments.value(item.pool) or frozenset()
+            groups = guarded_groups(frozenset(f for f in flatten(pool) if isinstance(f, GroupFact)))
+            if not groups:
+                return {UNKNOWN}  # a pool no group registered here: not communication memory as far as known
+            allocation = self.allocate("context", path, c, arguments, b.Binding(groups=groups), None, hidden=False)
+            return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
+        return {UNKNOWN}
+
+    def translate(self, literals: PathCondition, sub: Substitution | None) -> PathCondition | None:
+        """A callee's literals in this function's terms (those that cannot be read are dropped);
+        None when they cannot hold at this call (`depth == 0` where the argument is 2)."""
+        if not literals or sub is None:
+            return literals
+        translated, _, impossible = sub.apply(literals)
+        return None if impossible else translated
+
+
+def _groups_value(groups: tuple[Guarded, ...]) -> Value:
+    return frozenset(GroupFact(g, guard) for g, guard in groups) or UNKNOWN_VALUE
+
+
+def _switched_off(item: b.Context, arguments: Arguments) -> bool:
+    for keyword, off in ((item.disabled, True), (item.enabled, False)):
+        if keyword is None:
+            continue
+        expr = arguments.expr(b.ArgRef(keyword, None))
+        if isinstance(expr, ir.Const) and expr.value is off:
+            return True
+    return False

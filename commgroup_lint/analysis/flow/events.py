@@ -1,0 +1,242 @@
+"""The events the rules read: memory allocated and bound, groups used, buffers consumed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from commgroup_lint.analysis import behaviour as b
+from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.conditions import (
+    GLOBAL,
+    PathCondition,
+    contradicts,
+    key_operands,
+)
+from commgroup_lint.analysis.facts import (
+    SYMBOLIC,
+    UNKNOWN,
+    Allocation,
+    BufferFact,
+    Consumption,
+    Fact,
+    GroupFact,
+    GroupUse,
+    Guarded,
+    ParamFact,
+    ParamUse,
+    PathFact,
+    SizeFact,
+    Value,
+)
+from commgroup_lint.analysis.flow.arguments import Arguments
+from commgroup_lint.analysis.flow.base import FlowBase
+from commgroup_lint.analysis.flow.state import (
+    NONE_VALUE,
+    PORTABLE,
+    attribute_key,
+    flatten,
+    guarded_groups,
+    scoped,
+)
+
+
+class Events(FlowBase):
+    """Recording allocations, registrations, group uses and consumptions into the function's facts."""
+
+    def as_group(self, value: Value, expr: ir.Expr | None) -> Value:
+        """A value in a group position: an opaque one stands for the group its expression names
+        (`self.tp_group` is one group wherever it is read)."""
+        self.want_groups(value)
+        if guarded_groups(value) is not None or expr is None:
+            return value
+        held = self.held_group(expr)
+        if held is not None:
+            return held
+        text = self.group_text(expr)
+        if text is None:
+            return value
+        return frozenset(f for f in value if isinstance(f, (GroupFact, ParamFact))) | {GroupFact(SYMBOLIC + text)}
+
+    def held_group(self, expr: ir.Expr) -> Value | None:
+        """`self` used as a group inside its own class (a group coordinator's method passing
+        itself): the groups its same-group attributes hold (`self.device_group`, `self.cpu_group`:
+        each stands for it), when known."""
+        if not (isinstance(expr, ir.Name) and expr.id == self.self_name and self.self_name):
+            return None
+        held: set[Fact] = set()
+        for attr in self.api.profile.same_group_attributes:
+            stored = self.env.get(attribute_key(attr))
+            if stored is not None and guarded_groups(stored) is not None:
+                held |= {f for f in stored if isinstance(f, GroupFact)}
+        return frozenset(held) or None
+
+    def group_text(self, expr: ir.Expr) -> str | None:
+        """The expression naming a group, without the attributes that stand for the same group."""
+        while isinstance(expr, ir.Attr) and self.api.is_same_group_attribute(expr.attr):
+            expr = expr.value
+        from commgroup_lint.analysis.conditions import render
+
+        return render(expr)
+
+    def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
+                 origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
+                 via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset()) -> Allocation | None:
+        """The memory bound at this call; `hidden`: whether a helper fixes the group inside
+        (by default, when the binding takes no group argument); `via`: where the helper took
+        it from a deeper one, and whether that call chose the group; `params`: the enclosing
+        function's parameters that are the fixed group (a method called on a group parameter)."""
+        missing: str | None = None
+        group_params = params  # the enclosing function's parameters that are the group (a receiver's)
+        groups: tuple[Guarded, ...] | None
+        if binding.param is None:
+            groups = binding.groups or None
+        else:
+            value = arguments.value(binding.param)
+            if value is not None and (_is_none(arguments.expr(binding.param)) or value == NONE_VALUE):
+                value = None  # `group=None`: the default
+            if value is None and binding.default:
+                groups = binding.default
+            elif value is None and arguments.has_star_args:
+                groups = None
+            elif value is None:
+                groups = binding.groups or None
+                if not binding.groups and binding.required:
+                    missing = binding.param.param
+            else:
+                value = frozenset(flatten(value))  # a list of groups: bound to each of them
+                # `groups=self.groups`, None on some paths: a None the callee replaced before using it
+                value -= NONE_VALUE
+                value = self.as_group(value, arguments.expr(binding.param))
+                groups = guarded_groups(value)
+                self.want_groups(value)
+                group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
+        allocation = Allocation(
+            how, name, c, groups, group_params, missing, origin,
+            (binding.hidden if hidden is None else hidden) and groups is not None,
+            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement, via=via[0], chosen=via[1],
+        )
+        key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
+        previous = self._allocations.get(key)
+        if previous is not None:
+            if previous.groups != groups and previous.groups is not None and groups is not None:
+                previous = _merged(previous, allocation)
+                self._allocations[key] = previous
+            return previous
+        self._allocations[key] = allocation
+        return allocation
+
+    def register(self, register: b.Register, path: str, c: ir.Call, arguments: Arguments) -> None:
+        """`rendezvous(t, group)`: the tensor's memory is bound from here on."""
+        target = arguments.expr(register.buffer)
+        if target is None:
+            return
+        allocation = self.allocate("registration", path, c, arguments, register.binding, None)
+        if allocation is not None and self.reference_key(target) is not None:
+            self.bind(target, frozenset({BufferFact(allocation)}), None)
+
+    def group_method(self, group: GroupFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """A method called on a group (or on an object standing for one)."""
+        methods = self.api.profile.methods
+        if method in methods.collective:
+            self.note_group_use(c, method, frozenset({group}), "given",
+                                source=c.func.value if isinstance(c.func, ir.Attr) else None)
+            for value in args:
+                self.consume(c, value, frozenset({group}), method, frozenset(), False)
+            return {UNKNOWN}
+        if method in methods.same_group:
+            return {group}
+        if method in methods.size:
+            return {self.group_size(group)}
+        if method in methods.register_pool and c.args and not c.args[0].star:
+            self.bind_pool(c.args[0].value, frozenset({group}))
+            return {UNKNOWN}
+        if method in methods.allocator:
+            binding = b.Binding(groups=((group.group, group.guard),))
+            allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None)
+            return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
+        return set()
+
+    def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
+        """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
+        `use_mem_pool(pool)`) is bound to the group too, so the pool's variable carries it."""
+        if pool is None or not groups or self.reference_key(pool) is None:
+            return
+        known = frozenset(f for f in flatten(groups) if isinstance(f, GroupFact))
+        if known:
+            self.bind(pool, frozenset(f for f in self.eval(pool) if isinstance(f, GroupFact)) | known, None)
+
+    def group_size(self, group: GroupFact) -> Fact:
+        """The group's world size, as the quantity its profile names (`attn_tp.world_size`)."""
+        info = self.api.profile.groups.get(group.group)
+        return SizeFact(info.size) if info is not None and info.size and not group.guard else UNKNOWN
+
+    def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
+                extra: PathCondition, lost: bool) -> None:
+        groups = guarded_groups(group_value)
+        self.want_groups(group_value)
+        for f in flatten(value):
+            if isinstance(f, ParamFact) and groups is not None:
+                uses = self.facts.param_uses.setdefault(f.index, [])
+                use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
+                               scoped(self.cond | extra | f.guard, PORTABLE), name)
+                if use not in uses:
+                    uses.append(use)
+            if not isinstance(f, BufferFact) or groups is None:
+                continue
+            allocation = f.allocation
+            canonical = self._allocations.get((id(allocation.call), allocation.name))
+            if canonical is not None and canonical.groups != allocation.groups:
+                allocation = replace(allocation, groups=canonical.groups)  # a loop's passes, merged
+            path = allocation.cond | self.cond | extra
+            if contradicts(path):
+                continue
+            key = (id(allocation.call), allocation.name, id(c), groups, path)  # one call may bind in two helpers
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.facts.consumptions.append(Consumption(allocation, name, c, groups, path, lost))
+
+    def note_group_use(self, c: ir.Call, name: str, groups: Value, how: str, extra: PathCondition = frozenset(),
+                       source: ir.Expr | None = None, param: str | None = None) -> None:
+        use = GroupUse(c, name, groups, how, self.cond | extra, source, param)
+        if use not in self.facts.group_uses:  # a loop's second pass finds it again
+            self.facts.group_uses.append(use)
+
+    def deciding_helpers(self) -> set[str]:
+        """The module-level helpers whose result decides the path to an allocation or a
+        consumption (`if should_use_dp_reduce_scatterv():`): their summaries may say what the
+        result means (a relation of world sizes), once their modules are indexed."""
+        conds = [a.cond for a in self.facts.allocations] + [c.cond for c in self.facts.consumptions]
+        conds += [use.cond for uses in self.facts.param_uses.values() for use in uses]
+        found = set()
+        for cond in conds:
+            for key, _ in cond:
+                for operand in key_operands(key):
+                    if operand.startswith(GLOBAL) and "(" in operand:
+                        found.add(operand[1:].partition("(")[0])
+        return found
+
+    def want_groups(self, value: Value) -> None:
+        """A group expression that did not resolve: a helper's summary may say which group it is."""
+        self.facts.wanted.update(f.path.removesuffix("()") for f in value if isinstance(f, PathFact))
+
+    def local_copy(self, dst: Value | None, src: Value | None) -> None:
+        """`dp_scatter(local, global)`: remember the pair; a local copy is not a collective."""
+        if dst is None or src is None:
+            return
+        sources: list[Allocation | None] = [f.allocation for f in src if isinstance(f, BufferFact)] or [None]
+        for f in dst:
+            if isinstance(f, BufferFact):
+                self.facts.scatter_pairs.extend((f.allocation, s) for s in sources)
+
+
+def _merged(a: Allocation, b_: Allocation) -> Allocation:
+    """One call binding memory in two ways (a helper's two paths): the groups of both, each
+    guarded by what holds only on its own path, under the condition common to both."""
+    common = a.cond & b_.cond
+    groups = {(g, guard | (x.cond - common)) for x in (a, b_) for g, guard in x.groups or ()}
+    return replace(a, groups=tuple(sorted(groups, key=lambda g: (g[0], sorted(g[1])))), cond=common)
+
+
+def _is_none(expr: ir.Expr | None) -> bool:
+    return isinstance(expr, ir.Const) and expr.value is None

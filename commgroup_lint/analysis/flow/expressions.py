@@ -1,0 +1,270 @@
+"""Expressions: the value of each (names, attributes, subscripts, displays, comprehensions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+
+from commgroup_lint.analysis import ir
+from commgroup_lint.analysis.facts import (
+    SYMBOLIC,
+    UNKNOWN,
+    UNKNOWN_VALUE,
+    BufferFact,
+    CallableFact,
+    ConstFact,
+    ContextFact,
+    Fact,
+    GroupFact,
+    ObjectFact,
+    ParamFact,
+    PathFact,
+    SizeFact,
+    TupleFact,
+    Value,
+)
+from commgroup_lint.analysis.flow.arguments import NoArguments
+from commgroup_lint.analysis.flow.base import FlowBase
+from commgroup_lint.analysis.flow.state import (
+    DICT,
+    NONE_VALUE,
+    flatten,
+    guard,
+    iterated_elements,
+    merge_guards,
+    starred,
+)
+
+
+class Expressions(FlowBase):
+    """The value of an expression in the current environment (calls are `Calls`)."""
+
+    def eval(self, e: ir.Expr) -> Value:
+        kind = type(e)
+        if kind is ir.Name:
+            if e.id in self.env:  # type: ignore[union-attr]
+                return self.env[e.id]  # type: ignore[union-attr]
+            if e.id == self.self_name:  # type: ignore[union-attr]
+                return UNKNOWN_VALUE
+            return self.global_name(e.id)  # type: ignore[union-attr]
+        if kind is ir.Attr:
+            return self.attribute(e)  # type: ignore[arg-type]
+        if kind is ir.Call:
+            return self.call(e)  # type: ignore[arg-type]
+        if kind is ir.Const:
+            value = e.value  # type: ignore[union-attr]
+            return _constant(value) if isinstance(value, (bool, int, str, type(None))) else UNKNOWN_VALUE
+        return self.eval_other(e)
+
+    def global_name(self, name: str) -> Value:
+        """A module-level name: what each import that binds it (or the module's own global) is.
+        Asked again and again with the same answer within one analysis, so it is remembered."""
+        memo = self.scope.names
+        found = memo.get(name)
+        if found is None:
+            found = memo[name] = frozenset(f for q in self.imports.qualify_all(name) for f in self.path_value(q))
+        return found
+
+    def eval_other(self, e: ir.Expr) -> Value:
+        if isinstance(e, ir.Subscript):
+            return self.subscript(e)
+        if isinstance(e, ir.NamedExpr):
+            value = self.env[e.target] = self.eval(e.value)
+            return value
+        if isinstance(e, ir.IfExpr):
+            self.eval(e.test)
+            when_true, when_false = self.literals(e.test)
+            return merge_guards(frozenset(guard(self.eval(e.body), when_true) | guard(self.eval(e.orelse), when_false)))
+        if isinstance(e, ir.TupleExpr):
+            items = tuple(self.element(elt) for elt in e.elts)
+            if starred(e):
+                return frozenset(f for item in items for f in flatten(item) if isinstance(f, (BufferFact, ParamFact))) \
+                    or UNKNOWN_VALUE
+            return TupleFact.of(items)
+        if isinstance(e, ir.Starred):
+            return self.eval(e.value)
+        if isinstance(e, ir.Compare):
+            for sub in (e.left, *e.comparators):
+                self.eval(sub)
+        elif isinstance(e, ir.BoolOp):
+            values = [self.eval(sub) for sub in e.values]
+            if e.op == "or":  # `a or b` is `a` whenever `a` is an object that is always true
+                values = values[:next((i + 1 for i, v in enumerate(values) if _always_true(v)), len(values))]
+                if len(values) == 1:
+                    return values[0]
+                if all(isinstance(f, (PathFact, ConstFact)) for v in values for f in v):
+                    return frozenset().union(*values)  # a call resolved later (a helper elsewhere), or a constant
+            carried: Value = frozenset(f for v in values for f in v if isinstance(f, (BufferFact, GroupFact, ContextFact)))
+            functions = frozenset(f for v in values for f in v if isinstance(f, CallableFact)
+                                  or isinstance(f, PathFact) and f.named)
+            if functions:  # `step or default_step`: a callable either way, a parameter's included
+                carried |= functions | {f for v in values for f in v if isinstance(f, ParamFact)}
+            if carried:  # `x or default`: either operand
+                return carried | UNKNOWN_VALUE
+        elif isinstance(e, ir.Not):
+            self.eval(e.operand)
+        elif isinstance(e, ir.DictExpr):
+            return self.dict_display(e)
+        elif isinstance(e, ir.Lambda):
+            return self.local_function(e.as_function())
+        elif isinstance(e, ir.Comprehension):
+            return self.comprehension(e)
+        elif isinstance(e, ir.Yield):
+            value = self.eval(e.value) if e.value is not None else NONE_VALUE
+            self._yielded = (self._yielded or set()) | (iterated_elements(value) if e.every else value)
+            self._yield_contexts |= {ContextFact(a) for a in self.contexts}
+            return UNKNOWN_VALUE  # what the generator's caller sends in
+        elif isinstance(e, ir.OtherExpr):
+            for sub in e.children:
+                self.eval(sub)
+            if e.arith and self.contexts:  # `a + b` makes a new tensor
+                return self.made_in_contexts(set())
+        return UNKNOWN_VALUE
+
+    def element(self, e: ir.Expr) -> Value:
+        return self.named(self.eval(e), e)
+
+    def named(self, value: Value, e: ir.Expr) -> Value:
+        """A list element known only by its expression keeps that expression, in case the list is
+        a list of groups (`[self.dp_group, get_outer_group()]`)."""
+        if value == UNKNOWN_VALUE and not isinstance(e, (ir.Starred, ir.Const)):
+            text = self.group_text(e)
+            if text is not None:
+                return frozenset({GroupFact(SYMBOLIC + text)})
+        return value
+
+    def attribute(self, e: ir.Attr) -> Value:
+        key = self.reference_key(e)
+        if key is not None:  # an attribute of `self`
+            if key in self.env:
+                return self.env[key]
+            method = self.resolve_method(e.attr)
+            return frozenset({PathFact(method)}) if method else UNKNOWN_VALUE
+        out: set[Fact] = set()
+        base = self.eval(e.value)
+        for f in base:
+            if isinstance(f, PathFact):
+                out |= self.path_value(f"{f.path}.{e.attr}")
+            elif isinstance(f, (GroupFact, ParamFact)) and self.api.is_same_group_attribute(e.attr):
+                out.add(f)  # `group.device_group`, `group.pynccl_comm`: the same group (a parameter's too)
+            elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
+                out.add(self.group_size(f))
+            elif isinstance(f, ObjectFact) and f.field(e.attr) is None and self.is_property(e.attr, f.cls):
+                out |= self.call_path(self.resolve_method(e.attr, f.cls) or "", ir.Call(e, (), e.span), [], None, record=f)
+            elif isinstance(f, ObjectFact):
+                field = f.field(e.attr)
+                out |= field if field is not None else {PathFact(f"{f.cls}.{e.attr}")}
+            else:
+                out.add(UNKNOWN)
+        if UNKNOWN in out and (quantity := self.api.profile.size_attributes.get(e.attr)):
+            out = (out - {UNKNOWN}) | {SizeFact(quantity)}  # `context.attn_tp_size`
+        return frozenset(out) or UNKNOWN_VALUE
+
+    def path_value(self, path: str) -> set[Fact]:
+        entry = self.api.entry(path)
+        if entry is not None and entry.value:
+            return set(self.instantiate_all(entry.value, path, None, NoArguments()))
+        return {PathFact(path)}
+
+    def comprehension(self, e: ir.Comprehension) -> Value:
+        """`[element for target in iter if test]`: the targets take the iterated elements (in
+        a scope of their own: the names around are left as they were); a sequence of the
+        element's values (a dict comprehension: a dict whose entries are not known)."""
+        names = {n for clause in e.clauses for n in _target_names(clause.target)}
+        around = {n: self.env[n] for n in names if n in self.env}
+        for clause in e.clauses:
+            self.bind(clause.target, iterated_elements(self.eval(clause.iter)), None)
+            for test in clause.tests:
+                self.eval(test)
+        if e.key is not None:
+            self.eval(e.key)
+        element = self.element(e.element)
+        for n in names:
+            self.env.pop(n, None)
+        self.env.update(around)
+        return frozenset({ObjectFact(DICT, ())}) if e.key is not None else TupleFact.of((element,))
+
+    def builtin(self, func: ir.Expr) -> str | None:
+        """The builtin a call's function names (`next`), unless this module binds the name."""
+        if isinstance(func, ir.Name) and func.id in _ITERATION_BUILTINS and func.id not in self.env \
+                and not self.imports.imports(func.id) and self.api.entry(self.imports.qualify(func) or "") is None:
+            return func.id
+        return None
+
+    def dict_display(self, e: ir.DictExpr) -> Value:
+        """`{"tp": group, ...}`: a record of its constant keys (a `dict` whose entries are
+        known); a key that is not a constant, or a `**` spread, leaves what it maps unknown."""
+        entries: list[tuple[str, Value]] = []
+        known = True
+        for key, item in zip(e.keys, e.values):
+            value = self.element(item)
+            if key is not None:
+                self.eval(key)
+            if isinstance(key, ir.Const) and isinstance(key.value, _KEY_CONSTANTS):
+                entries.append((_dict_key(key.value), value))
+            else:
+                known = False
+        return frozenset({ObjectFact(DICT, tuple(entries))}) if known else UNKNOWN_VALUE
+
+    def subscript(self, e: ir.Subscript) -> Value:
+        base = self.eval(e.value)
+        if e.index is not None:
+            self.eval(e.index)
+        out: set[Fact] = set()
+        for f in base:
+            if isinstance(f, ObjectFact) and f.cls == DICT:
+                key = e.index.value if isinstance(e.index, ir.Const) else None
+                entry = f.field(_dict_key(key)) if isinstance(key, _KEY_CONSTANTS) else None
+                out |= entry if entry is not None else {g for _, value in f.fields for g in value}
+            elif isinstance(f, TupleFact):
+                index = e.index.value if isinstance(e.index, ir.Const) else None
+                if isinstance(index, int) and not isinstance(index, bool) and -len(f.items) <= index < len(f.items):
+                    out |= f.items[index]
+                else:
+                    out |= {g for item in f.items for g in item}
+            elif isinstance(f, ParamFact) and _is_star_param(f.name) and isinstance(index := _const(e.index), int) \
+                    and index >= 0:
+                out.add(ParamFact(f.index, f"{f.name}[{index}]", f.guard))  # `args[0]` of `*args`: an argument
+            elif isinstance(f, (BufferFact, ParamFact)):
+                out.add(f)  # a view of the same memory
+        return frozenset(out) or UNKNOWN_VALUE
+
+
+def _is_star_param(name: str) -> bool:
+    """`*args` itself (not `**kwargs`, nor an element already taken from it)."""
+    return name.startswith("*") and not name.startswith("**") and not name.endswith("]")
+
+
+def _const(e: ir.Expr | None) -> object:
+    return e.value if isinstance(e, ir.Const) and not isinstance(e.value, bool) else None
+
+
+def _target_names(target: ir.Expr) -> Iterator[str]:
+    if isinstance(target, ir.Name):
+        yield target.id
+    elif isinstance(target, ir.TupleExpr):
+        for elt in target.elts:
+            yield from _target_names(elt.value if isinstance(elt, ir.Starred) else elt)
+
+
+def _dict_key(key: object) -> str:
+    """A dict entry's field name: the key's repr, which no attribute name can equal."""
+    return repr(key)
+
+
+def _always_true(value: Value) -> bool:
+    """Whether every possibility of the value is an object Python reads as true (a group, a
+    context manager, a function: none defines `__bool__` or `__len__`). A group known only by
+    the expression holding it may be None."""
+    return bool(value) and all(isinstance(f, _TRUE_OBJECTS) and not (isinstance(f, GroupFact)
+                                                                     and f.group.startswith(SYMBOLIC)) for f in value)
+
+
+@lru_cache(maxsize=4096)
+def _constant(value: object) -> Value:
+    return frozenset({ConstFact(value)})
+
+
+_TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
+_ITERATION_BUILTINS = frozenset({"next", "iter", "list", "tuple", "reversed", "sorted"})
+_KEY_CONSTANTS = (str, int, bool, type(None))
