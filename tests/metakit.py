@@ -279,13 +279,265 @@ def _self_attribute(p: Program, e: str) -> str:
     return f"self.{a}"
 
 
+def _slice(p: Program, e: str) -> str:
+    items = p.fresh("head")
+    p.body.append(f"{items} = [{e}, None][:1]")
+    return f"{items}[0]"
+
+
+def _getattr_builtin(p: Program, e: str) -> str:
+    c = p.fresh("Carrier")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self.value = value"])
+    return f"getattr({c}({e}), 'value')"
+
+
+def _setattr_builtin(p: Program, e: str) -> str:
+    h = p.fresh("spot")
+    p.module.insert(0, "import types")
+    p.body += [f"{h} = types.SimpleNamespace()", f"setattr({h}, 'value', {e})"]
+    return f"{h}.value"
+
+
+def _namespace(p: Program, e: str) -> str:
+    p.module.insert(0, "import types")
+    return f"types.SimpleNamespace(value={e}).value"
+
+
+def _dataclass(p: Program, e: str) -> str:
+    c = p.fresh("Record")
+    p.module.insert(0, "import dataclasses")
+    p.define(["@dataclasses.dataclass", f"class {c}:", "    value: object", "    extra: int = 0"])
+    return f"{c}({e}).value"
+
+
+def _namedtuple(p: Program, e: str) -> str:
+    c = p.fresh("Entry")
+    p.module.insert(0, "import collections")
+    p.define([f"{c} = collections.namedtuple({c!r}, ['value', 'extra'])"])
+    return f"{c}({e}, 0).value"
+
+
+def _typed_namedtuple(p: Program, e: str) -> str:
+    c = p.fresh("Typed")
+    p.module.insert(0, "import typing")
+    p.define([f"class {c}(typing.NamedTuple):", "    extra: int", "    value: object"])
+    return f"{c}(0, value={e})[1]"
+
+
+def _partial(p: Program, e: str) -> str:
+    f = p.fresh("_bound")
+    p.module.insert(0, "import functools")
+    p.define([f"def {f}(value, scale):", "    return value"])
+    return f"functools.partial({f}, {e})(1)"
+
+
+def _enumerate(p: Program, e: str) -> str:
+    v = p.fresh("numbered")
+    p.body += [f"for _i, {v} in enumerate([{e}]):", "    pass"]
+    return v
+
+
+def _zip(p: Program, e: str) -> str:
+    v = p.fresh("zipped")
+    p.body += [f"for {v}, _other in zip([{e}], [None]):", "    pass"]
+    return v
+
+
+def _dict_get(p: Program, e: str) -> str:
+    return f"{{'key': {e}}}.get('key')"
+
+
+def _dict_items(p: Program, e: str) -> str:
+    v = p.fresh("item")
+    p.body += [f"for _key, {v} in {{'key': {e}}}.items():", "    pass"]
+    return v
+
+
+def _dict_values(p: Program, e: str) -> str:
+    return f"list({{'key': {e}}}.values())[0]"
+
+
+def _append(p: Program, e: str) -> str:
+    items = p.fresh("gathered")
+    p.body += [f"{items} = []", f"{items}.append({e})"]
+    return f"{items}[-1]"
+
+
+def _setitem(p: Program, e: str) -> str:
+    d = p.fresh("slots")
+    p.body += [f"{d} = {{}}", f"{d}['key'] = {e}"]
+    return f"{d}['key']"
+
+
+def _super_call(p: Program, e: str) -> str:
+    base, child = p.fresh("Parent"), p.fresh("Heir")
+    p.define([f"class {base}:", "    def keep(self, value):", "        return value", "", "",
+              f"class {child}({base}):", "    def keep(self, value):", "        return super().keep(value)"])
+    return f"{child}().keep({e})"
+
+
+def _nonlocal(p: Program, e: str) -> str:
+    v, put = p.fresh("shared"), p.fresh("put")
+    p.body += [f"{v} = None", f"def {put}():", f"    nonlocal {v}", f"    {v} = {e}", f"{put}()"]
+    return v
+
+
+def _global(p: Program, e: str) -> str:
+    g = p.fresh("KEPT").upper()
+    p.define([f"{g} = None"])
+    p.body += [f"global {g}", f"{g} = {e}"]
+    return g
+
+
+def _tuple_return(p: Program, e: str) -> str:
+    f = p.fresh("_paired")
+    p.define([f"def {f}(value):", "    return value, None"])
+    return f"{f}({e})[0]"
+
+
+def _star_unpack(p: Program, e: str) -> str:
+    v = p.fresh("leading")
+    p.body.append(f"{v}, *_tail = [{e}, None, None]")
+    return v
+
+
+def _fluent(p: Program, e: str) -> str:
+    c = p.fresh("Builder")
+    p.define([f"class {c}:", "    def set(self, value):", "        self.value = value", "        return self"])
+    return f"{c}().set({e}).value"
+
+
+def _lambda_default(p: Program, e: str) -> str:
+    return f"(lambda value={e}: value)()"
+
+
+def _while_loop(p: Program, e: str) -> str:
+    v = p.fresh("looped")
+    p.body += ["while True:", f"    {v} = {e}", "    break"]
+    return v
+
+
+def _annotated(p: Program, e: str) -> str:
+    v = p.fresh("typed")
+    p.body.append(f"{v}: object = {e}")
+    return v
+
+
+def _cast(p: Program, e: str) -> str:
+    p.module.insert(0, "import typing")
+    return f"typing.cast(typing.Any, {e})"
+
+
+def _class_attribute(p: Program, e: str) -> str:
+    c = p.fresh("Slot")
+    p.define([f"class {c}:", "    value = None"])
+    p.body.append(f"{c}.value = {e}")
+    return f"{c}.value"
+
+
+def _async_with(p: Program, e: str) -> str:
+    c, v = p.fresh("AsyncScope"), p.fresh("awaited")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self.value = value", "",
+              "    async def __aenter__(self):", "        return self.value", "",
+              "    async def __aexit__(self, *exc):", "        return False"])
+    p.body += [f"async with {c}({e}) as {v}:", "    pass"]
+    p.is_async = True
+    return v
+
+
+def _async_for(p: Program, e: str) -> str:
+    g, v = p.fresh("_stream"), p.fresh("streamed")
+    p.define([f"async def {g}(value):", "    yield value"])
+    p.body += [f"async for {v} in {g}({e}):", "    pass"]
+    p.is_async = True
+    return v
+
+
+def _dict_comprehension(p: Program, e: str) -> str:
+    return f"{{k: v for k, v in [('key', {e})]}}['key']"
+
+
+def _generator_expression(p: Program, e: str) -> str:
+    return f"next(v for v in [{e}])"
+
+
+def _yield_from(p: Program, e: str) -> str:
+    g = p.fresh("_delegate")
+    p.define([f"def {g}(value):", "    yield from [value]"])
+    return f"next({g}({e}))"
+
+
+def _kwargs_collector(p: Program, e: str) -> str:
+    f = p.fresh("_collect")
+    p.define([f"def {f}(**options):", "    return options['value']"])
+    return f"{f}(value={e})"
+
+
+def _forwarding_wrapper(p: Program, e: str) -> str:
+    inner, outer = p.fresh("_inner"), p.fresh("_outer")
+    p.define([f"def {inner}(value, scale=1):", "    return value", "", "",
+              f"def {outer}(*args, **kwargs):", f"    return {inner}(*args, **kwargs)"])
+    return f"{outer}({e}, scale=2)"
+
+
+def _bound_method(p: Program, e: str) -> str:
+    c, m = p.fresh("Keeper"), p.fresh("keep")
+    p.define([f"class {c}:", "    def keep(self, value):", "        return value"])
+    p.body.append(f"{m} = {c}().keep")
+    return f"{m}({e})"
+
+
+def _alternate_constructor(p: Program, e: str) -> str:
+    c = p.fresh("Made")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self.value = value", "",
+              "    @classmethod", "    def create(cls, value):", "        return cls(value)"])
+    return f"{c}.create({e}).value"
+
+
+def _getitem_object(p: Program, e: str) -> str:
+    c = p.fresh("Bag")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self.value = value", "",
+              "    def __getitem__(self, index):", "        return self.value"])
+    return f"{c}({e})[0]"
+
+
+def _cached_property(p: Program, e: str) -> str:
+    c = p.fresh("Lazy")
+    p.module.insert(0, "import functools")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self._value = value", "",
+              "    @functools.cached_property", "    def value(self):", "        return self._value"])
+    return f"{c}({e}).value"
+
+
+def _try_else(p: Program, e: str) -> str:
+    v = p.fresh("settled")
+    p.body += ["try:", "    pass", "except RuntimeError:", "    raise", "else:", f"    {v} = {e}"]
+    return v
+
+
+def _reassign(p: Program, e: str) -> str:
+    a, b_ = p.fresh("alias"), p.fresh("again")
+    p.body += [f"{a} = {e}", f"{b_} = {a}"]
+    return b_
+
+
+def _list_concat(p: Program, e: str) -> str:
+    return f"([None] + [{e}])[1]"
+
+
+def _staticmethod_on_instance(p: Program, e: str) -> str:
+    c = p.fresh("Tools")
+    p.define([f"class {c}:", "    @staticmethod", "    def keep(value):", "        return value"])
+    return f"{c}().keep({e})"
+
+
 REWRITES: dict[str, Rewrite] = {
     name.removeprefix("_"): rewrite for name, rewrite in dict(globals()).items()
     if name.startswith("_") and callable(rewrite) and rewrite.__module__ == __name__
     and rewrite.__code__.co_varnames[:2] == ("p", "e")
 }
 
-NOT_FOLLOWED: frozenset[str] = frozenset()
+NOT_FOLLOWED: frozenset[str] = frozenset({"namedtuple", "fluent", "kwargs_collector"})
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed), left out
 of the chains: `scripts/metamorphic_report.py` shows where each loses its findings."""
 

@@ -91,6 +91,7 @@ class Subscript:
     value: Expr
     index: Expr | None = None  # a single index (`t[0]`, `mesh["tp"]`); None for slices and several
     span: Span = NO_SPAN
+    bounds: tuple[Expr, Expr] | None = None  # a slice without a step (`t[1:]`): its bounds, `Const(None)` if left out
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -205,11 +206,13 @@ class Lambda:
 @dataclass(frozen=True, eq=False, slots=True)
 class OtherExpr:
     """Anything the analysis does not look into; its sub-calls are still visited. `arith` marks
-    arithmetic (`a + b`, `-a`), which makes a new tensor."""
+    arithmetic (`a + b`, `-a`), which makes a new tensor; `op` is `+` for an addition (which
+    concatenates two sequences)."""
 
     children: tuple[Expr, ...] = ()
     span: Span = NO_SPAN
     arith: bool = False
+    op: str = ""
 
 
 Expr = (Name | Attr | Call | Subscript | TupleExpr | IfExpr | Compare | BoolOp | Not | Const | NamedExpr | Starred
@@ -262,6 +265,7 @@ class With:
     items: tuple[WithItem, ...]
     body: tuple[Stmt, ...]
     span: Span = NO_SPAN
+    is_async: bool = False  # `async with`: the managers' `__aenter__`
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -309,6 +313,7 @@ class FunctionDef:
     body: tuple[Stmt, ...]
     decorators: tuple[Expr, ...]
     span: Span = NO_SPAN  # the `def` line (decorators excluded)
+    nonlocals: tuple[str, ...] = ()  # the names its body declares `nonlocal`: a call writes them back
 
 
 @dataclass(frozen=True, eq=False, slots=True)

@@ -84,7 +84,8 @@ class _AstLowerer:
         if kind is ast.Await:
             return self.expr(node.value)  # type: ignore[attr-defined]
         children = tuple(self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
-        return ir.OtherExpr(children, span, kind is ast.BinOp or kind is ast.UnaryOp)
+        op = "+" if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else ""
+        return ir.OtherExpr(children, span, kind is ast.BinOp or kind is ast.UnaryOp, op)
 
     def call(self, node: ast.Call, span: ir.Span) -> ir.Call:
         args = [
@@ -95,7 +96,11 @@ class _AstLowerer:
         return ir.Call(self.expr(node.func), tuple(args), span, node)
 
     def subscript(self, node: ast.Subscript, span: ir.Span) -> ir.Subscript:
-        index = None if isinstance(node.slice, (ast.Slice, ast.Tuple)) else self.expr(node.slice)
+        piece = node.slice
+        if isinstance(piece, ast.Slice):
+            bounds = (self.expr(piece.lower), self.expr(piece.upper)) if piece.step is None else None
+            return ir.Subscript(self.expr(node.value), None, span, bounds)
+        index = None if isinstance(piece, ast.Tuple) else self.expr(piece)
         return ir.Subscript(self.expr(node.value), index, span)
 
     def sequence(self, node: ast.Tuple | ast.List, span: ir.Span) -> ir.TupleExpr:
@@ -150,7 +155,7 @@ class _AstLowerer:
                 ir.WithItem(self.expr(i.context_expr), self.expr(i.optional_vars) if i.optional_vars else None)
                 for i in node.items
             )
-            return ir.With(items, self.body(node.body), span)
+            return ir.With(items, self.body(node.body), span, isinstance(node, ast.AsyncWith))
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             handlers = tuple(self.body(h.body) for h in node.handlers)  # type: ignore[attr-defined]
             return ir.Try(self.body(node.body), handlers, self.body(node.orelse), self.body(node.finalbody), span)  # type: ignore[attr-defined]
@@ -235,7 +240,8 @@ class _AstLowerer:
             left_out = ir.FunctionDef(node.name, params, (), decorators, def_span)
             self.too_deep.append(left_out)
             return left_out
-        return ir.FunctionDef(node.name, params, body, decorators, def_span)
+        nonlocals = tuple(n for s in node.body if isinstance(s, ast.Nonlocal) for n in s.names)
+        return ir.FunctionDef(node.name, params, body, decorators, def_span, nonlocals)
 
     def match(self, node: ast.Match) -> ir.Stmt:
         cases = [(case.pattern.name if isinstance(case.pattern, ast.MatchAs) else None, self.body(case.body))

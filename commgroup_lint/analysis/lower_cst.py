@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -53,6 +53,9 @@ class _CstLowerer:
             return ir.Call(self.expr(node.func), args, span, node)
         if isinstance(node, cst.Subscript):
             single = node.slice[0].slice if len(node.slice) == 1 else None
+            if isinstance(single, cst.Slice):
+                bounds = (self.expr(single.lower), self.expr(single.upper)) if single.step is None else None
+                return ir.Subscript(self.expr(node.value), None, span, bounds)
             index = self.expr(single.value) if isinstance(single, cst.Index) else None
             return ir.Subscript(self.expr(node.value), index, span)
         if isinstance(node, (cst.Tuple, cst.List)):
@@ -86,7 +89,8 @@ class _CstLowerer:
             keys = tuple(self.expr(e.key) if isinstance(e, cst.DictElement) else None for e in node.elements)
             return ir.DictExpr(keys, tuple(self.expr(e.value) for e in node.elements), span)
         arith = isinstance(node, (cst.BinaryOperation, cst.UnaryOperation))
-        return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span, arith)
+        op = "+" if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) else ""
+        return ir.OtherExpr(tuple(self.expr(c) for c in _sub_expressions(node)), span, arith, op)
 
     def comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp,
                       span: ir.Span) -> ir.Comprehension:
@@ -165,7 +169,7 @@ class _CstLowerer:
             items = tuple(
                 ir.WithItem(self.expr(i.item), self.expr(i.asname.name) if i.asname else None) for i in node.items
             )
-            return ir.With(items, self.body(node.body), span)
+            return ir.With(items, self.body(node.body), span, node.asynchronous is not None)
         if isinstance(node, (cst.Try, cst.TryStar)):
             return ir.Try(
                 self.body(node.body),
@@ -208,14 +212,25 @@ class _CstLowerer:
         outer, name = self.span(node), self.span(node.name)
         # the `def` line: decorators excluded, the column of the statement's indentation
         def_span = ir.Span(name.line, outer.col, name.end_line, name.end_col)
+        nonlocals = tuple(n.name.value for s in _small_statements(node.body) if isinstance(s, cst.Nonlocal) for n in s.names)
         return ir.FunctionDef(
             node.name.value, params, self.body(node.body),
-            tuple(self.expr(d.decorator) for d in node.decorators), def_span,
+            tuple(self.expr(d.decorator) for d in node.decorators), def_span, nonlocals,
         )
 
     def param(self, node: cst.Param, star: str = "") -> ir.Param:
         default = self.expr(node.default) if node.default is not None else None
         return ir.Param(star + node.name.value, default, self.span(node))
+
+
+def _small_statements(block: cst.BaseSuite) -> Iterator[cst.BaseSmallStatement]:
+    """The simple statements directly in a block (`nonlocal x` on a line of its own or after `:`)."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        yield from block.body
+    elif isinstance(block, cst.IndentedBlock):
+        for line in block.body:
+            if isinstance(line, cst.SimpleStatementLine):
+                yield from line.body
 
 
 def _sub_expressions(node: cst.CSTNode) -> list[cst.BaseExpression]:

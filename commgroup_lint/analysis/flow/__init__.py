@@ -12,7 +12,7 @@ summaries) and its `Behaviour` applied: arguments replace parameters, the callee
 conditions are read in the caller's terms, and what it consumes is recorded.
 
 `FunctionFlow` is composed of one part per job, each a module of this package: `state` (the
-environment, its join, the keys of references), `statements`, `expressions`, `calls`, `effects`
+environment, its join, the keys of references), `statements`, `stores` (writes into objects), `expressions`, `library` (builtins and the standard library), `calls`, `effects`
 (a callee's summary applied at a call), `events` (what rules read: allocations, group uses,
 consumptions), `literals` (tests read as path conditions) and `arguments`; `base` declares
 what the parts share.
@@ -24,6 +24,7 @@ from commgroup_lint.analysis.flow.calls import Calls
 from commgroup_lint.analysis.flow.effects import Effects
 from commgroup_lint.analysis.flow.events import Events
 from commgroup_lint.analysis.flow.expressions import Expressions
+from commgroup_lint.analysis.flow.library import Library
 from commgroup_lint.analysis.flow.literals import Literals
 from commgroup_lint.analysis.flow.state import (
     PORTABLE,
@@ -39,6 +40,7 @@ from commgroup_lint.analysis.flow.state import (
     scoped,
 )
 from commgroup_lint.analysis.flow.statements import MAX_LISTS, Statements
+from commgroup_lint.analysis.flow.stores import Stores
 
 __all__ = [
     "MAX_LISTS", "PORTABLE", "Env", "FunctionFlow", "Scope", "attribute_key", "flatten", "guarded_groups", "join",
@@ -46,5 +48,5 @@ __all__ = [
 ]
 
 
-class FunctionFlow(Statements, Expressions, Calls, Effects, Events, Literals):
+class FunctionFlow(Statements, Stores, Expressions, Library, Calls, Effects, Events, Literals):
     """The dataflow of one function: `run` walks its body into its `FunctionFacts`."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.facts import Guarded, ObjectFact, TupleFact, Value
+from commgroup_lint.analysis.facts import Guarded, ObjectFact, ParamFact, TupleFact, Value
 from commgroup_lint.analysis.flow.state import DICT
 
 
@@ -45,8 +45,9 @@ class Arguments:
                 return expr, value
         position = 0
         for keyword, expr, value, star in entries:
-            if star == "*":
-                return None
+            if star == "*":  # `f(*args)` forwarding the caller's own `*args`: its element, if known
+                element = _element(value, ref.index - position) if ref.index is not None else None
+                return (None, element) if element is not None else None
             if keyword is None and not star:
                 if position == ref.index:
                     return expr, value
@@ -92,6 +93,15 @@ class Arguments:
             if all(given.get(k.strip()) == v.strip() for k, _, v in wanted) and (best is None or len(wanted) > best[0]):
                 best = (len(wanted), groups)
         return best[1] if best else None
+
+
+def _element(value: Value, offset: int) -> Value | None:
+    """Element `offset` of the `*args` parameter a call spreads (`inner(*args)`), else None."""
+    params = [f for f in value if isinstance(f, ParamFact) and f.name.startswith("*")
+              and not f.name.startswith("**") and not f.name.endswith("]")]
+    if offset < 0 or not params or len(params) != len(value):
+        return None
+    return frozenset(ParamFact(f.index, f"{f.name}[{offset}]", f.guard) for f in params)
 
 
 class NoArguments(Arguments):

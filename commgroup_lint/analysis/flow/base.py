@@ -11,9 +11,9 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import Branches, Literal, PathCondition, Substitution
-from commgroup_lint.analysis.facts import Allocation, Fact, FunctionFacts, GroupFact, ParamFact, Value
+from commgroup_lint.analysis.facts import Allocation, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact, Value
 from commgroup_lint.analysis.flow.arguments import Arguments
-from commgroup_lint.analysis.flow.state import Env, Scope, reference_key
+from commgroup_lint.analysis.flow.state import MEMBER, Env, Scope, reference_key
 
 
 class FlowBase(ABC):
@@ -52,6 +52,7 @@ class FlowBase(ABC):
         self._inlined = 0  # how many calls of local functions enclose this flow (see `inline`)
         self._yielded: set[Fact] | None = None  # what a generator function yields, once it has yielded
         self._yield_contexts: set[Fact] = set()  # the contexts open at its yields
+        self.members: set[str] = {k for k in self.env if MEMBER in k}  # keys of members stored here (see `stores`)
 
     def on_self(self, e: ir.Expr) -> bool:
         return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == self.self_name \
@@ -66,13 +67,26 @@ class FlowBase(ABC):
     def run(self, body: Iterable[ir.Stmt]) -> None: ...
 
     @abstractmethod
-    def entered(self, manager: Value, expr: ir.Expr) -> Value: ...
+    def entered(self, manager: Value, expr: ir.Expr, enter: str = "__enter__") -> Value: ...
 
     @abstractmethod
     def bind(self, target: ir.Expr, value: Value, source: ir.Expr | None) -> None: ...
 
     @abstractmethod
     def grow(self, target: ir.Expr, value: Value) -> None: ...
+
+    # stores -----------------------------------------------------------------------
+    @abstractmethod
+    def store(self, target: ir.Expr, value: Value) -> None: ...
+
+    @abstractmethod
+    def member_reference(self, e: ir.Expr) -> str | None: ...
+
+    @abstractmethod
+    def forget_members(self, key: str) -> None: ...
+
+    @abstractmethod
+    def unpack_starred(self, targets: tuple[ir.Expr, ...], items: tuple[Value, ...]) -> bool: ...
 
     # expressions ------------------------------------------------------------------
     @abstractmethod
@@ -89,6 +103,13 @@ class FlowBase(ABC):
 
     @abstractmethod
     def builtin(self, func: ir.Expr) -> str | None: ...
+
+    # library ----------------------------------------------------------------------
+    @abstractmethod
+    def library_call(self, c: ir.Call, args: list[Value]) -> Value | None: ...
+
+    @abstractmethod
+    def container_method(self, f: Fact, method: str, c: ir.Call, args: list[Value]) -> Value | None: ...
 
     # calls ------------------------------------------------------------------------
     @abstractmethod
@@ -109,6 +130,9 @@ class FlowBase(ABC):
 
     @abstractmethod
     def record_fields(self) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    def record_item(self, record: ObjectFact, position: int) -> Value: ...
 
     @abstractmethod
     def local_function(self, fn: ir.FunctionDef) -> Value: ...

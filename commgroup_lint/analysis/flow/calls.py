@@ -40,13 +40,12 @@ from commgroup_lint.analysis.facts import (
 from commgroup_lint.analysis.flow.arguments import Arguments
 from commgroup_lint.analysis.flow.base import FlowBase
 from commgroup_lint.analysis.flow.state import (
-    NULL_CONTEXT,
+    DICT,
     OWN_OBJECT,
     PORTABLE,
     attribute_key,
     flatten,
     guarded_groups,
-    iterated_elements,
     scoped,
     shallow,
 )
@@ -60,14 +59,8 @@ class Calls(FlowBase):
         grouped = tuple((a.keyword, v) for a, v in zip(c.args, args) if a.keyword and guarded_groups(v) is not None)
         if len(grouped) > 1:
             self.facts.group_arguments.append(GroupArguments(c, grouped, self.cond))
-        if (builtin := self.builtin(c.func)) is not None and len(args) == 1 and not c.args[0].keyword:
-            if builtin in ("list", "tuple", "iter") and all(isinstance(f, TupleFact) for f in args[0]):
-                return args[0]  # the same items, by position
-            elements = iterated_elements(args[0])  # `next(it)`, `sorted(xs)`, a sequence of unknown order
-            return elements if builtin == "next" else TupleFact.of((elements,))
-        if c.args and not c.args[0].keyword and not c.args[0].star \
-                and self.imports.qualify(c.func) == NULL_CONTEXT:  # the manager keeps what `with` binds
-            return frozenset({ObjectFact(NULL_CONTEXT, (("enter_result", args[0]),))})
+        if (known := self.library_call(c, args)) is not None:
+            return known
         self.facts.passed_on.update(
             id(f.allocation.call) for value in args for f in flatten(value) if isinstance(f, BufferFact)
         )
@@ -125,6 +118,9 @@ class Calls(FlowBase):
                     made_new = False
                 elif isinstance(f, PathFact):
                     targets.append((f"{f.path}.{method}", None, args, None))
+                elif (contained := self.container_method(f, method, c, args)) is not None:
+                    result |= contained
+                    made_new = False
                 elif isinstance(f, ObjectFact) and (field := f.field(method)) is not None:
                     result |= self.call_value(field, c, args, c.func)  # a callable a record holds
                 elif isinstance(f, ObjectFact):
@@ -132,6 +128,9 @@ class Calls(FlowBase):
                     targets.append((resolved or f"{f.cls}.{method}", self.operand(receiver_expr), args, f))
             if not result and any(isinstance(f, GroupFact) for f in receiver) and method not in self.api.profile.methods.collective:
                 self.want_groups(receiver)
+        elif isinstance(c.func, ir.Name) and c.func.id == self.self_name and self.facts.class_qualname \
+                and _is_classmethod(self.facts.node):
+            result |= self.call_path(self.facts.class_qualname, c, args, None)  # `cls(...)`: a new instance
         else:
             result |= self.call_value(self.eval(c.func), c, args, c.func)
         for path, receiver_operand, call_args, record in targets:
@@ -225,6 +224,14 @@ class Calls(FlowBase):
         info = self.class_info(cls) if cls and self.self_name else None
         return info[3] if info is not None and "__init__" not in info[1] else ()
 
+    def record_item(self, record: ObjectFact, position: int) -> Value:
+        """`entry[1]` of a record (a `NamedTuple`): the field at that position, if it was given."""
+        info = self.class_info(record.cls)
+        names = info[3] if info is not None else ()
+        if -len(names) <= position < len(names):
+            return record.field(names[position]) or UNKNOWN_VALUE
+        return UNKNOWN_VALUE
+
     def local_function(self, fn: ir.FunctionDef) -> Value:
         """A function defined in this body: its path (its summary, if any) and, for calls made
         here, its definition."""
@@ -242,17 +249,29 @@ class Calls(FlowBase):
         seed = dict(self.env)
         positional = [v for a, v in zip(c.args, args) if a.keyword is None and not a.star]
         keywords = {a.keyword: v for a, v in zip(c.args, args) if a.keyword}
+        spread = any(a.star for a in c.args)
+        named = {p.name for p in fn.params}
         for i, p in enumerate(fn.params):
-            if p.name.startswith("*"):
-                seed[p.name.lstrip("*")] = UNKNOWN_VALUE
-            else:
-                seed[p.name] = positional[i] if i < len(positional) else keywords.get(p.name, UNKNOWN_VALUE)
+            if p.name.startswith("**"):  # the keywords no parameter takes
+                extra = tuple((k, v) for k, v in keywords.items() if k not in named)
+                seed[p.name[2:]] = UNKNOWN_VALUE if spread else frozenset({ObjectFact(DICT, extra)})
+            elif p.name.startswith("*"):  # the positions after the parameters'
+                seed[p.name[1:]] = UNKNOWN_VALUE if spread else TupleFact.of(tuple(positional[i:]))
+            elif i < len(positional):
+                seed[p.name] = positional[i]
+            elif p.name in keywords:
+                seed[p.name] = keywords[p.name]
+            else:  # its default (a lambda's is read where it is written, which is here)
+                seed[p.name] = self.eval(p.default) if p.default is not None and not spread else UNKNOWN_VALUE
         facts = FunctionFacts(f"{self.facts.qualname}.{fn.name}", fn, self.facts.class_name, False,
                               self.facts.class_qualname)
         flow = type(self)(self.api, self.scope, facts, (), seed)
         flow.self_name, flow._inlined, flow.cond = self.self_name, self._inlined + 1, self.cond
         flow._local_functions = dict(self._local_functions)
         flow.run(fn.body)
+        for name in fn.nonlocals:  # what it rebinds of this function's variables
+            if name in flow.env:
+                self.env[name] = flow.env[name]
         self.facts.wanted |= facts.wanted  # the summaries its calls need are this run's to ask for
         return {f for f in facts.returns if not isinstance(f, SelfFieldFact)}
 
@@ -381,6 +400,10 @@ def _anywhere(x: object) -> object:
         return replace(x, **located, **{f.name: _anywhere(getattr(x, f.name)) for f in dataclasses.fields(x)
                                        if f.name not in located})
     return x
+
+
+def _is_classmethod(fn: ir.FunctionDef | None) -> bool:
+    return fn is not None and any(isinstance(d, ir.Name) and d.id == "classmethod" for d in fn.decorators)
 
 
 def _is_super(expr: ir.Expr) -> bool:

@@ -25,9 +25,11 @@ from commgroup_lint.analysis.facts import (
 )
 from commgroup_lint.analysis.flow.arguments import NoArguments
 from commgroup_lint.analysis.flow.base import FlowBase
+from commgroup_lint.analysis.flow.library import BUILTINS, dict_of_any
 from commgroup_lint.analysis.flow.state import (
     DICT,
     NONE_VALUE,
+    dict_key,
     flatten,
     guard,
     iterated_elements,
@@ -115,8 +117,9 @@ class Expressions(FlowBase):
             self._yield_contexts |= {ContextFact(a) for a in self.contexts}
             return UNKNOWN_VALUE  # what the generator's caller sends in
         elif isinstance(e, ir.OtherExpr):
-            for sub in e.children:
-                self.eval(sub)
+            values = [self.eval(sub) for sub in e.children]
+            if e.op == "+" and len(values) == 2 and (joined := _concatenated(values[0], values[1])):
+                return joined  # two lists (tuples) added: one of both's items
             if e.arith and self.contexts:  # `a + b` makes a new tensor
                 return self.made_in_contexts(set())
         return UNKNOWN_VALUE
@@ -140,6 +143,9 @@ class Expressions(FlowBase):
                 return self.env[key]
             method = self.resolve_method(e.attr)
             return frozenset({PathFact(method)}) if method else UNKNOWN_VALUE
+        member = self.member_reference(e)
+        if member is not None:  # stored into here (`ns.group = g`)
+            return self.env[member]
         out: set[Fact] = set()
         base = self.eval(e.value)
         for f in base:
@@ -182,11 +188,11 @@ class Expressions(FlowBase):
         for n in names:
             self.env.pop(n, None)
         self.env.update(around)
-        return frozenset({ObjectFact(DICT, ())}) if e.key is not None else TupleFact.of((element,))
+        return dict_of_any(element) if e.key is not None else TupleFact.of((element,))
 
     def builtin(self, func: ir.Expr) -> str | None:
         """The builtin a call's function names (`next`), unless this module binds the name."""
-        if isinstance(func, ir.Name) and func.id in _ITERATION_BUILTINS and func.id not in self.env \
+        if isinstance(func, ir.Name) and func.id in BUILTINS and func.id not in self.env \
                 and not self.imports.imports(func.id) and self.api.entry(self.imports.qualify(func) or "") is None:
             return func.id
         return None
@@ -201,20 +207,29 @@ class Expressions(FlowBase):
             if key is not None:
                 self.eval(key)
             if isinstance(key, ir.Const) and isinstance(key.value, _KEY_CONSTANTS):
-                entries.append((_dict_key(key.value), value))
+                entries.append((dict_key(key.value), value))
             else:
                 known = False
         return frozenset({ObjectFact(DICT, tuple(entries))}) if known else UNKNOWN_VALUE
 
     def subscript(self, e: ir.Subscript) -> Value:
         base = self.eval(e.value)
-        if e.index is not None:
-            self.eval(e.index)
+        index_value = self.eval(e.index) if e.index is not None else UNKNOWN_VALUE
+        if e.bounds is not None:
+            for bound in e.bounds:
+                self.eval(bound)
         out: set[Fact] = set()
         for f in base:
-            if isinstance(f, ObjectFact) and f.cls == DICT:
+            if isinstance(f, TupleFact) and e.bounds is not None:
+                out |= _sliced(f, e.bounds)
+            elif isinstance(f, ObjectFact) and f.cls != DICT and (method := self.resolve_method("__getitem__", f.cls)):
+                given = e.index if e.index is not None else ir.Const(None, e.span)
+                out |= self.call_path(method, ir.Call(e, (ir.Arg(given),), e.span), [index_value], None, record=f)
+            elif isinstance(f, ObjectFact) and f.cls != DICT and isinstance(position := _const(e.index), int):
+                out |= self.record_item(f, position)
+            elif isinstance(f, ObjectFact) and f.cls == DICT:
                 key = e.index.value if isinstance(e.index, ir.Const) else None
-                entry = f.field(_dict_key(key)) if isinstance(key, _KEY_CONSTANTS) else None
+                entry = f.field(dict_key(key)) if isinstance(key, _KEY_CONSTANTS) else None
                 out |= entry if entry is not None else {g for _, value in f.fields for g in value}
             elif isinstance(f, TupleFact):
                 index = e.index.value if isinstance(e.index, ir.Const) else None
@@ -228,6 +243,31 @@ class Expressions(FlowBase):
             elif isinstance(f, (BufferFact, ParamFact)):
                 out.add(f)  # a view of the same memory
         return frozenset(out) or UNKNOWN_VALUE
+
+
+def _concatenated(left: Value, right: Value) -> Value:
+    """`a + b` when both are sequences the model holds by position, else empty."""
+    lefts = [f for f in left if isinstance(f, TupleFact)]
+    rights = [f for f in right if isinstance(f, TupleFact)]
+    if not lefts or not rights or len(lefts) != len(left) or len(rights) != len(right):
+        return frozenset()
+    return frozenset(g for a in lefts for b in rights for g in TupleFact.of(a.items + b.items))
+
+
+def _sliced(f: TupleFact, bounds: tuple[ir.Expr, ir.Expr]) -> frozenset:
+    """`items[lo:hi]`: the items by position when both bounds are constants (or left out),
+    else a sequence of any of them."""
+    (lo_known, lo), (hi_known, hi) = (_slice_bound(b) for b in bounds)
+    if lo_known and hi_known:
+        return TupleFact.of(f.items[lo:hi])
+    return TupleFact.of((frozenset(g for item in f.items for g in item),))
+
+
+def _slice_bound(e: ir.Expr) -> tuple[bool, int | None]:
+    """Whether a slice's bound is known, and its value (None: left out)."""
+    if isinstance(e, ir.Const) and (e.value is None or isinstance(e.value, int) and not isinstance(e.value, bool)):
+        return True, e.value
+    return False, None
 
 
 def _is_star_param(name: str) -> bool:
@@ -247,11 +287,6 @@ def _target_names(target: ir.Expr) -> Iterator[str]:
             yield from _target_names(elt.value if isinstance(elt, ir.Starred) else elt)
 
 
-def _dict_key(key: object) -> str:
-    """A dict entry's field name: the key's repr, which no attribute name can equal."""
-    return repr(key)
-
-
 def _always_true(value: Value) -> bool:
     """Whether every possibility of the value is an object Python reads as true (a group, a
     context manager, a function: none defines `__bool__` or `__len__`). A group known only by
@@ -266,5 +301,4 @@ def _constant(value: object) -> Value:
 
 
 _TRUE_OBJECTS = (GroupFact, ContextFact, CallableFact)
-_ITERATION_BUILTINS = frozenset({"next", "iter", "list", "tuple", "reversed", "sorted"})
 _KEY_CONSTANTS = (str, int, bool, type(None))

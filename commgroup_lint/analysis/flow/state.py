@@ -167,6 +167,14 @@ def reference_key(e: ir.Expr | None, self_name: str | None) -> str | None:
     return None
 
 
+MEMBER = "\x1d"  # between an object's key and its member's name: `x` + `attr` (never a `self.` key)
+
+
+def member_key(base: str, attr: str) -> str:
+    """The environment's key of a member stored into what `base` holds (`x.attr = v`, `Cls.attr = v`)."""
+    return f"{base}{MEMBER}{attr}"
+
+
 def key_attribute(key: str | None) -> str | None:
     """The attribute of the analysed object a key names (`self.x`: `x`), else None."""
     return key[len(_SELF_KEY):] if key is not None and key.startswith(_SELF_KEY) else None
@@ -208,4 +216,11 @@ NONE = ConstFact(None)
 NONE_VALUE = frozenset({NONE})
 NULL_CONTEXT = "contextlib.nullcontext"
 DICT = "builtins.dict"
+NAMESPACE = "types.SimpleNamespace"  # an object whose attributes are what it was given by keyword
+ANY_KEY = "\x00*"  # the entry of a dict whose keys are not known (a comprehension's): every key may map to it
+
+
+def dict_key(key: object) -> str:
+    """A dict entry's field name: the key's repr, which no attribute name can equal."""
+    return repr(key)
 OWN_OBJECT = object()  # a receiver that is the calling method's own object (see `Effects.replay_calls`)

@@ -224,21 +224,21 @@ class Statements(FlowBase):
             value = self.eval(item.context)
             self.contexts.extend(f.allocation for f in value if isinstance(f, ContextFact))
             if item.target is not None:
-                self.bind(item.target, self.entered(value, item.context), None)
+                self.bind(item.target, self.entered(value, item.context, "__aenter__" if s.is_async else "__enter__"), None)
         try:
             return self.block(s.body)
         finally:
             del self.contexts[depth:]  # also what `stack.enter_context(...)` entered inside
 
-    def entered(self, manager: Value, expr: ir.Expr) -> Value:
-        """What `with manager as x` binds: what the manager's `__enter__` returns (a class of the
-        scanned code's), what a generator-based manager yields, `nullcontext(x)`'s `x`."""
+    def entered(self, manager: Value, expr: ir.Expr, enter: str = "__enter__") -> Value:
+        """What `with manager as x` binds: what the manager's `__enter__` (`__aenter__`) returns (a
+        class of the scanned code's), what a generator-based manager yields, `nullcontext(x)`'s `x`."""
         call = expr if isinstance(expr, ir.Call) else None
         out: set[Fact] = set()
         for f in manager:
             if isinstance(f, ObjectFact) and f.cls == NULL_CONTEXT:
                 out |= f.field("enter_result") or NONE_VALUE
-            elif isinstance(f, ObjectFact) and call is not None and (method := self.resolve_method("__enter__", f.cls)):
+            elif isinstance(f, ObjectFact) and call is not None and (method := self.resolve_method(enter, f.cls)):
                 out |= self.call_path(method, call, [], None, record=f)
             elif isinstance(f, TupleFact):  # a generator: `@contextmanager` enters what it yields
                 out |= iterated_elements(frozenset({f}))
@@ -265,6 +265,7 @@ class Statements(FlowBase):
         if key is not None:
             value = self.flag_value(value, source)
             value = _held(value, key)
+            self.forget_members(key)
             self.env[key] = value
             self._bindings[key] = self._bindings.get(key, 0) + 1
             if key_attribute(key) is not None:
@@ -276,6 +277,10 @@ class Statements(FlowBase):
                 for t, v, e in zip(target.elts, values, source.elts):
                     self.bind(t, v, e)
                 return
+            if starred(target):
+                sequences = [f for f in value if isinstance(f, TupleFact)]
+                if len(sequences) == 1 and self.unpack_starred(target.elts, sequences[0].items):
+                    return
             tuples = [f for f in value if isinstance(f, TupleFact) and len(f.items) == len(target.elts)]
             if tuples and not starred(target):
                 for i, t in enumerate(target.elts):
@@ -285,6 +290,8 @@ class Statements(FlowBase):
             element = frozenset(f for f in flatten(value) if isinstance(f, (BufferFact, ParamFact))) or UNKNOWN_VALUE
             for t in target.elts:
                 self.bind(t.value if isinstance(t, ir.Starred) else t, element, None)
+        else:
+            self.store(target, value)
 
     def grow(self, target: ir.Expr, value: Value) -> None:
         """`groups.append(g)`: the list holds one more element."""
