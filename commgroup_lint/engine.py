@@ -25,17 +25,11 @@ from pathlib import Path
 
 from commgroup_lint import suppressions
 from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.indexing import IndexedModule, index_module
 from commgroup_lint.analysis.lower_ast import MAX_NESTING
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
-from commgroup_lint.analysis.summaries import (
-    IndexedModule,
-    ModuleAnalysis,
-    ModuleSource,
-    Previous,
-    SummaryIndex,
-    index_module,
-)
+from commgroup_lint.analysis.summaries import ModuleAnalysis, ModuleSource, Previous, SummaryIndex
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
