@@ -128,7 +128,7 @@ class SummaryIndex:
 
         `sources` are (path, display, text) or `ModuleSource`s; files that do not parse are
         skipped here (the check reports them when they matter). `mentions(displays, words)`
-        answers which of the files name one of `words` (see `engine.Mentions`). `resume`: no
+        answers which of the files name one of `words` (see `mentions.Mentions`). `resume`: no
         file changed since the run the cache (`memo`) describes, so start where it ended.
         """
         pending: dict[str, ModuleSource] = {}
