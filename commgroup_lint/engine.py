@@ -25,20 +25,15 @@ from pathlib import Path
 
 from commgroup_lint import suppressions
 from commgroup_lint.analysis.api import Api
+from commgroup_lint.analysis.indexing import IndexedModule, index_module
 from commgroup_lint.analysis.lower_ast import MAX_NESTING
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
-from commgroup_lint.analysis.summaries import (
-    IndexedModule,
-    ModuleAnalysis,
-    ModuleSource,
-    Previous,
-    SummaryIndex,
-    index_module,
-)
+from commgroup_lint.analysis.summaries import ModuleAnalysis, ModuleSource, Previous, SummaryIndex
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
+from commgroup_lint.mentions import Mentions
 from commgroup_lint.model import Confidence, FileScope, Finding, RuleSelection
 from commgroup_lint.parsing import ParseFailure
 from commgroup_lint.profile import Profile
@@ -116,6 +111,8 @@ class Linter:
 
     def _build_index(self, modules: list[ModuleSource], mentions: Mentions,
                      memo: Callable[[ModuleSource], Previous | None] | None, resume: bool = False) -> None:
+        """The index stage: summarise what the files' helpers do, starting where `memo` says the
+        last run's index was (`resume`: no file changed, so where it ended)."""
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend,
                              set().union(*(rule.index_words(self.api) for rule in self.rules)))
         index.build(modules, mentions, resume)
@@ -160,29 +157,56 @@ class Linter:
                 return self._lint(files, context, trust_stat=False)
 
     def _lint(self, files: list[Discovered], context: list[Discovered], trust_stat: bool) -> LintResult:
+        """A run's stages in order: read, index, gate, check, suppress, filter. The cache is
+        around them (`_RunCache`): it says which files need not be read, where the index starts,
+        which checks still hold, and keeps what this run leaves for the next."""
         result = LintResult(profiles=self.api.profile.names)
-        caching = self.cache is not None
-        old = self.cache.load() if self.cache is not None else {}
-        started = time.time_ns()
-        records: list[tuple[str, FileRecord]] = []
+        cache = _RunCache(self.cache, trust_stat)
+        checked, changed = self._read(files, context, cache, result)
+        mentions = Mentions(_Texts({f.display: f for f in checked}), cache.mentioned(checked), self.api.word_anchors)
+        self._build_index([_LazyModuleSource(f) for f in checked], mentions, cache.memo(checked),
+                          resume=not changed and not cache.gone)
+        reported = [f for f in checked if f.reported]
+        gate = self._gate_files(checked, reported, mentions)
+        reused = {f.display: found for f in reported
+                  if (found := cache.check(f, gate[f.display], self.recorder, self.scopes)) is not None}
+        checks = self._checks([f for f in reported if gate[f.display] and f.display not in reused])
+        for file in checked:
+            if not file.reported:  # context: what the index learnt is recorded, its old check kept
+                cache.record(file, mentions, file.record.result if file.record else None, self._index)
+                continue
+            display = file.display
+            result.files_using_api += gate[display]
+            check = reused.get(display)
+            if check is not None:
+                findings = _named(check.findings, display)
+            else:
+                findings, check = self._suppress(file, checks.get(display, ([], {})), gate[display], result)
+            self._filter(file, findings, result)
+            cache.record(file, mentions, check, self._index)
+        cache.save(files)
+        result.findings.sort(key=lambda f: f.sort_key)
+        return result
+
+    def _read(self, files: list[Discovered], context: list[Discovered], cache: _RunCache,
+              result: LintResult) -> tuple[list[_File], bool]:
+        """Read and decode every file (the cache may vouch for one unread); an unreadable or
+        undecodable one is reported (CGL000). Also whether a file changed, came, or cannot be
+        read since the last run."""
         checked: list[_File] = []
-        seen: set[str] = set()
-        changed = False  # a file changed, came, or cannot be read since the last run
+        changed = False
         for reported, item in [*((True, f) for f in files), *((False, c) for c in context)]:
             display = item.display
             result.files_checked += reported
-            seen.add(_cache_key(display))
-            record = old.get(_cache_key(display))
-            if record is not None and record.path != str(item.path):
-                record = None
-            stat = file_stat(item.path) if caching and item.content is None else None
-            if trust_stat and stat is not None and record is not None and record.stat == stat:
+            record, stat = cache.lookup(item)
+            if cache.unchanged(record, stat):
+                assert record is not None
                 if record.error is None:  # unchanged: read only if asked for
                     checked.append(_File(item.path, display, record.digest, stat, record, reported))
                     continue
                 if reported:
                     self._report_unreadable(result, display, record.error)
-                records.append((display, record))
+                cache.keep(display, record)
                 continue
             try:
                 raw = item.content if item.content is not None else read_bytes(item.path)
@@ -191,15 +215,14 @@ class Linter:
                 if reported:
                     self._report_unreadable(result, display, str(err))
                 continue
-            digest = content_hash(raw) if caching else b""
+            digest = cache.digest(raw)
             try:
                 text, encoding = decode(raw)
             except SourceError as err:  # the content decides: recorded like a finding
                 changed = changed or record is None or record.error != str(err)
                 if reported:
                     self._report_unreadable(result, display, str(err))
-                if caching:
-                    records.append((display, FileRecord(str(item.path), digest, stat=settled(stat, started), error=str(err))))
+                cache.undecodable(item, digest, stat, str(err))
                 continue
             if record is not None and (record.digest != digest or record.error is not None):
                 record = None
@@ -207,71 +230,39 @@ class Linter:
             file = _File(item.path, display, digest, stat, record, reported)
             file.hold(SourceFile(item.path, display, text, encoding, raw))
             checked.append(file)
-        by_display = {f.display: f for f in checked}
-        mentions = Mentions(_Texts(by_display),
-                            {f.display: (f.record.checked, f.record.found) for f in checked if f.record is not None},
-                            self.api.word_anchors)
+        return checked, changed
 
-        def memo(source: ModuleSource) -> Previous | None:
-            record = by_display[source.display].record
-            return Previous(record.hop, record.analyses, record.final) if record is not None else None
-
-        gone = bool(old.keys() - seen)
-        self._build_index([_LazyModuleSource(f) for f in checked], mentions, memo, resume=not changed and not gone)
+    def _gate_files(self, checked: list[_File], reported: list[_File], mentions: Mentions) -> dict[str, bool]:
+        """Which reported files can hold a finding: those naming a gate word (every file when
+        the gate is off). Every file is searched, so that each record holds what its file names."""
         words = self._gate_words()
-        mentions(mentions.texts, words)  # all files at once: each record holds what its file names
-        named = mentions([f.display for f in checked if f.reported], words) if self.gate else set()
-        gate = {f.display: not self.gate or f.display in named for f in checked if f.reported}
-        usable = {f.display: cached for f in checked if f.display in gate
-                  and (cached := self._cached_check(f, gate[f.display])) is not None}
-        checks = self._checks([f for f in checked if gate.get(f.display) and f.display not in usable])
-        for file in checked:
-            display = file.display
-            if not file.reported:  # context: what the index learnt is recorded, its old check kept
-                if caching:
-                    records.append((display, self._record(file, mentions, file.record.result if file.record else None,
-                                                          started)))
-                continue
-            gated = gate[display]
-            result.files_using_api += gated
-            cached = usable.get(display)
-            check: CheckResult | None
-            if cached is not None:
-                findings, check = _named(cached.findings, display), cached
-            else:
-                source = file.source
-                outcomes, log = checks.get(display, ([], {}))
-                errors = [o for o in outcomes if isinstance(o, InternalError)]
-                result.internal_errors += errors
-                findings = suppressions.apply(source.text, display, [o for o in outcomes if isinstance(o, Finding)],
-                                              self.enabled_for(display), source.utf8)
-                check = None if errors or display in self.scopes else CheckResult(gated, tuple(findings), log)
-            least = self.min_confidence_for(display)
-            findings = [f for f in findings if f.confidence.at_least(least)]
-            result.findings += findings
-            if findings:
-                result.sources[display] = file.source.text
-            if any(f.fix is not None for f in findings):
-                source = file.source
-                result.fixable[display] = source
-            if caching:
-                records.append((display, self._record(file, mentions, check, started)))
-        # A buffer (stdin, an editor) leaves the record of its file as it was, so that typing does
-        # not rewrite the cache; a file without one gets the buffer's (its `stat` unknown: read next time).
-        buffered = {_cache_key(f.display) for f in files if f.content is not None}
-        records = [(_cache_key(d), r) for d, r in records]
-        records = [(d, old[d] if d in buffered and d in old else r) for d, r in records]
-        if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
-            self.cache.save(records)
-        result.findings.sort(key=lambda f: f.sort_key)
-        return result
+        mentions([f.display for f in checked], words)
+        named = mentions([f.display for f in reported], words) if self.gate else set()
+        return {f.display: not self.gate or f.display in named for f in reported}
 
-    def _cached_check(self, file: _File, gated: bool) -> CheckResult | None:
-        """The cache's check of the file, if it still holds (same gate, same answers)."""
-        cached = file.record.result if file.record is not None and file.display not in self.scopes else None
-        if cached is not None and cached.gated == gated and self.recorder.valid(cached.lookups):
-            return cached
-        return None
+    def _suppress(self, file: _File, checked: tuple[list[Finding | InternalError], Lookups], gated: bool,
+                  result: LintResult) -> tuple[list[Finding], CheckResult | None]:
+        """A fresh check's findings without those its `noqa` comments and per-file ignores
+        suppress, and what the cache may keep of it (nothing when a rule raised, or where the
+        file reports as another configuration says)."""
+        outcomes, log = checked
+        errors = [o for o in outcomes if isinstance(o, InternalError)]
+        result.internal_errors += errors
+        source = file.source
+        findings = suppressions.apply(source.text, file.display, [o for o in outcomes if isinstance(o, Finding)],
+                                      self.enabled_for(file.display), source.utf8)
+        return findings, None if errors or file.display in self.scopes else CheckResult(gated, tuple(findings), log)
+
+    def _filter(self, file: _File, findings: list[Finding], result: LintResult) -> None:
+        """The findings at least as sure as the file's minimum confidence, into the result,
+        with the text of their file (and the file, when one has a fix)."""
+        least = self.min_confidence_for(file.display)
+        findings = [f for f in findings if f.confidence.at_least(least)]
+        result.findings += findings
+        if findings:
+            result.sources[file.display] = file.source.text
+        if any(f.fix is not None for f in findings):
+            result.fixable[file.display] = file.source
 
     def _checks(self, files: list[_File]) -> dict[str, tuple[list[Finding | InternalError], Lookups]]:
         """Each file's outcomes and the lookups they depend on; half of them in a forked child
@@ -289,29 +280,6 @@ class Linter:
     def _report_unreadable(self, result: LintResult, display: str, reason: str) -> None:
         enabled = self.enabled_for(display)
         result.findings += [f for f in self._unreadable(display, reason) if enabled(f.code)]
-
-    def _record(self, file: _File, mentions: Mentions, check: CheckResult | None, started: int) -> FileRecord:
-        index = self._index
-        analyses: tuple[ModuleAnalysis, ...] = ()
-        hop, final = None, -1
-        if index is not None:
-            hop = index.hop_of.get(file.display)
-            if file.display in index.parse_failed:
-                analyses = (ModuleAnalysis((), {}),)
-            else:
-                history = index.history.get(file.display, ())
-                analyses = tuple(ModuleAnalysis(a.entries, a.lookups, None, a.classes, a.misuses, exports=a.exports)
-                                 for a in history)
-                ended = index.analyses.get(file.display)
-                final = next((i for i, a in enumerate(history) if a is ended), -1)
-        checked, found = mentions.known(file.display)
-        stat = settled(file.stat, started)
-        old = file.record
-        if (old is not None and old.result is check and old.stat == stat and old.checked == checked
-                and old.found == found and old.hop == hop and old.final == final and len(old.analyses) == len(analyses)
-                and all(a.entries is b.entries and a.lookups is b.lookups for a, b in zip(old.analyses, analyses))):
-            return old  # nothing new: the same object, so that an unchanged cache is not written again
-        return FileRecord(str(file.path), file.digest, checked, found, analyses, check, stat, hop=hop, final=final)
 
     def lint_source(self, source: SourceFile) -> Iterator[Finding | InternalError]:
         if not self.needs_analysis(source.text):
@@ -369,129 +337,110 @@ class Linter:
         return []
 
 
-class Mentions:
-    """Which gate words each file names as a whole word, searched for once per word.
+class _RunCache:
+    """The cache around one run: the records the last run left (`old`), and those this run
+    leaves, kept in the order the run meets its files. Without a cache it vouches for nothing
+    and keeps nothing."""
 
-    Each word is a substring search in each file's UTF-8 bytes (as read: no copy), far cheaper
-    than a regular expression per file; a hit is confirmed as a whole word (`\\bword\\b`). Many
-    words at once (each helper of a large tree is one) are found instead by splitting each file
-    into its identifiers once, so that the cost follows the text, not words times files. What
-    an unchanged file was found to name in the last run (`known`, from the cache) is not
-    searched again. A word with `anchors` counts only in a file that names one of them too
-    (`rendezvous` beside `_symmetric_memory`).
+    def __init__(self, cache: Cache | None, trust_stat: bool) -> None:
+        self.cache = cache
+        self.trust_stat = trust_stat  # False: a file's `stat` proves nothing (a run started again)
+        self.old = cache.load() if cache is not None else {}
+        self.started = time.time_ns()
+        self.records: list[tuple[str, FileRecord]] = []
+        self.seen: set[str] = set()
 
-    The sets of words each file was searched for are shared between files (most files were
-    searched for the same words): a question costs one pass over the files, not one per word.
-    """
+    @property
+    def enabled(self) -> bool:
+        return self.cache is not None
 
-    def __init__(self, texts: Mapping[str, str | bytes],
-                 known: dict[str, tuple[frozenset[str], frozenset[str]]] | None = None,
-                 anchors: dict[str, frozenset[str]] | None = None) -> None:
-        self.texts = texts  # str, or UTF-8 bytes (`SourceFile.utf8`)
-        self.anchors = anchors or {}
-        known = known or {}
-        self._interned: dict[frozenset[str], frozenset[str]] = {}
-        self.checked: dict[str, frozenset[str]] = {d: self._intern(known[d][0] if d in known else frozenset())
-                                                   for d in texts}
-        self.found: dict[str, set[str]] = {d: set(known[d][1]) if d in known else set() for d in texts}
+    @property
+    def gone(self) -> bool:
+        """Whether a file the last run recorded is not in this one (asked once all are read)."""
+        return bool(self.old.keys() - self.seen)
 
-    def __call__(self, displays: Iterable[str], words: Iterable[str]) -> set[str]:
-        """Those of `displays` that name one of `words`. A word is searched for in every file
-        not searched for it yet, at once: each word costs one pass over the text."""
-        words = set(words)
-        displays = list(displays)
-        wanted = frozenset(words.union(*(self.anchors.get(w, ()) for w in words)))
-        asked = {self.checked[d] for d in displays}  # a few shared sets
-        if any(not wanted <= checked for checked in asked):
-            by_checked: dict[frozenset[str], list[str]] = {}
-            for d, checked in self.checked.items():
-                by_checked.setdefault(checked, []).append(d)
-            todo = {checked: wanted - checked for checked in by_checked if not wanted <= checked}
-            # one pass for all: a word searched again in a file gives the same answer
-            self._scan([d for checked in todo for d in by_checked[checked]], frozenset().union(*todo.values()))
-        return {d for d in displays if self._names(self.found[d], words)}
+    def lookup(self, item: Discovered) -> tuple[FileRecord | None, Stat | None]:
+        """The last run's record of the file (if of the same path), and its `stat` now."""
+        key = _cache_key(item.display)
+        self.seen.add(key)
+        record = self.old.get(key)
+        if record is not None and record.path != str(item.path):
+            record = None
+        return record, file_stat(item.path) if self.enabled and item.content is None else None
 
-    def _intern(self, words: frozenset[str]) -> frozenset[str]:
-        return self._interned.setdefault(words, words)
+    def unchanged(self, record: FileRecord | None, stat: Stat | None) -> bool:
+        """Whether the file is taken to hold what its record says without reading it."""
+        return self.trust_stat and stat is not None and record is not None and record.stat == stat
 
-    def _names(self, found: set[str], words: set[str]) -> bool:
-        anchors = self.anchors
-        return any(w not in anchors or not found.isdisjoint(anchors[w]) for w in found.intersection(words))
+    def digest(self, raw: bytes) -> bytes:
+        return content_hash(raw) if self.enabled else b""
 
-    def known(self, display: str) -> tuple[frozenset[str], frozenset[str]]:
-        return self.checked[display], frozenset(self.found[display])  # the checked set shared: one copy in the cache file
+    def keep(self, display: str, record: FileRecord) -> None:
+        self.records.append((display, record))
 
-    def _scan(self, displays: list[str], words: frozenset[str]) -> None:
-        needles = [(word, word.encode()) for word in words]
-        by_token = {needle: word for word, needle in needles if _IDENTIFIER.fullmatch(needle)}
-        if len(by_token) < _TOKENIZE_FROM:
-            by_token = {}
-        searched = [(word, needle) for word, needle in needles if needle not in by_token]
+    def undecodable(self, item: Discovered, digest: bytes, stat: Stat | None, error: str) -> None:
+        if self.enabled:
+            self.records.append((item.display, FileRecord(str(item.path), digest, stat=settled(stat, self.started),
+                                                          error=error)))
 
-        def search(part: Sequence[str]) -> list[list[str]]:
-            out = []
-            for d in part:
-                text = self.texts[d]
-                data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-                named = [word for word, needle in searched if needle in data and _names_word(data, needle)]
-                if by_token:  # a whole word is a whole ASCII identifier; a hit next to a non-ASCII letter is confirmed
-                    hits = by_token.keys() & set(_IDENTIFIER.findall(data))
-                    named += [by_token[n] for n in hits if data.isascii() or _names_word(data, n)]
-                out.append(named)
-            return out
+    def mentioned(self, files: list[_File]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """What each file's record says it was searched for and found to name (see `Mentions`)."""
+        return {f.display: (f.record.checked, f.record.found) for f in files if f.record is not None}
 
-        grown: dict[frozenset[str], frozenset[str]] = {}
-        for d, named in zip(displays, in_halves(displays, search)):
-            self.found[d].update(named)
-            old = self.checked[d]
-            if old not in grown:
-                grown[old] = self._intern(old | words)
-            self.checked[d] = grown[old]
+    def memo(self, files: list[_File]) -> Callable[[ModuleSource], Previous | None]:
+        """What the last run's index knew of each file, for the index to start from."""
+        by_display = {f.display: f for f in files}
 
+        def memo(source: ModuleSource) -> Previous | None:
+            record = by_display[source.display].record
+            return Previous(record.hop, record.analyses, record.final) if record is not None else None
 
-_IDENTIFIER = re.compile(rb"[A-Za-z0-9_]+")
-_TOKENIZE_FROM = 64  # words at once from which splitting each file into identifiers is cheaper
+        return memo
 
+    def check(self, file: _File, gated: bool, recorder: Recorder, scopes: Mapping[str, FileScope]) -> CheckResult | None:
+        """The cache's check of the file, if it still holds (same gate, same answers)."""
+        cached = file.record.result if file.record is not None and file.display not in scopes else None
+        if cached is not None and cached.gated == gated and recorder.valid(cached.lookups):
+            return cached
+        return None
 
-def _names_word(data: bytes, needle: bytes) -> bool:
-    at = data.find(needle)
-    while at != -1:
-        if _whole_word_at(data, at, len(needle)):
-            return True
-        at = data.find(needle, at + 1)
-    return False
+    def record(self, file: _File, mentions: Mentions, check: CheckResult | None, index: SummaryIndex | None) -> None:
+        """What this run leaves for the file: the index's analyses of it, its words, its check."""
+        if not self.enabled:
+            return
+        analyses: tuple[ModuleAnalysis, ...] = ()
+        hop, final = None, -1
+        if index is not None:
+            hop = index.hop_of.get(file.display)
+            if file.display in index.parse_failed:
+                analyses = (ModuleAnalysis((), {}),)
+            else:
+                history = index.history.get(file.display, ())
+                analyses = tuple(ModuleAnalysis(a.entries, a.lookups, None, a.classes, a.misuses, exports=a.exports)
+                                 for a in history)
+                ended = index.analyses.get(file.display)
+                final = next((i for i, a in enumerate(history) if a is ended), -1)
+        checked, found = mentions.known(file.display)
+        stat = settled(file.stat, self.started)
+        old = file.record
+        if (old is not None and old.result is check and old.stat == stat and old.checked == checked
+                and old.found == found and old.hop == hop and old.final == final and len(old.analyses) == len(analyses)
+                and all(a.entries is b.entries and a.lookups is b.lookups for a, b in zip(old.analyses, analyses))):
+            self.records.append((file.display, old))  # nothing new: the same object, so an unchanged cache is not written
+            return
+        self.records.append((file.display, FileRecord(str(file.path), file.digest, checked, found, analyses, check, stat,
+                                                      hop=hop, final=final)))
 
-
-_ASCII_WORD = frozenset(b"_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
-def _whole_word_at(data: bytes, at: int, length: int) -> bool:
-    """Whether the identifier found at `at` is a whole word there (as `\\bword\\b` on the text)."""
-    return not (at and _word_char_ending(data, at - 1)) and not (at + length < len(data) and _word_char_starting(data, at + length))
-
-
-def _word_char_ending(data: bytes, end: int) -> bool:
-    """Whether the character whose last byte is at `end` is a word character."""
-    byte = data[end]
-    if byte < 0x80:
-        return byte in _ASCII_WORD
-    start = end
-    while start > 0 and end - start < 3 and data[start] & 0xC0 == 0x80:  # back to the lead byte
-        start -= 1
-    return _is_word(data[start:end + 1])
-
-
-def _word_char_starting(data: bytes, start: int) -> bool:
-    byte = data[start]
-    if byte < 0x80:
-        return byte in _ASCII_WORD
-    size = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-    return _is_word(data[start:start + size])
-
-
-def _is_word(encoded: bytes) -> bool:
-    char = encoded.decode("utf-8", "replace")[:1]
-    return char.isalnum() or char == "_"
+    def save(self, files: list[Discovered]) -> None:
+        """Write the records, unless they are the last run's. A buffer (stdin, an editor) leaves
+        the record of its file as it was, so that typing does not rewrite the cache; a file
+        without one gets the buffer's (its `stat` unknown: read next time)."""
+        buffered = {_cache_key(f.display) for f in files if f.content is not None}
+        old = self.old
+        records = [(_cache_key(d), r) for d, r in self.records]
+        records = [(d, old[d] if d in buffered and d in old else r) for d, r in records]
+        if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
+            self.cache.save(records)
 
 
 def _cache_key(display: str) -> str:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from commgroup_lint.engine import Mentions
+from commgroup_lint.mentions import Mentions
 
 WORD = "use_symmetric_memory"
 TEXTS = {

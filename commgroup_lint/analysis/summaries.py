@@ -10,59 +10,32 @@ parameters) of the path where it happens. Methods are summarised too: `self.m()`
 function that passes a parameter to a summarised helper inherits the helper's behaviour, to
 a fixpoint (bounded, so recursion terminates). A definition in the scanned code overrides
 the profile's entry of the same name, so an old release is checked against its own helpers.
+
+This module is the index and its fixpoint (`SummaryIndex`); `summarise` reads one function's
+facts as its summary, and `indexing` reads files into the index and finds where names are defined.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from commgroup_lint.analysis import behaviour as b
-from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api, binds_memory
-from commgroup_lint.analysis.conditions import PARAM, SIZE, kind, relation_key
-from commgroup_lint.analysis.facts import (
-    Allocation,
-    BufferFact,
-    CallableFact,
-    CondFact,
-    ConstFact,
-    ContextFact,
-    Fact,
-    FunctionFacts,
-    GroupFact,
-    ObjectFact,
-    ParamFact,
-    PathFact,
-    SelfFieldFact,
-    SizeFact,
-    TupleFact,
-    is_symbolic,
-    place_key,
-)
-from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, key_attribute, scoped
+from commgroup_lint.analysis.facts import FunctionFacts, place_key
+from commgroup_lint.analysis.indexing import IndexedModule, ModuleFinder, defining, index_module, mentioning
 from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
-from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
+from commgroup_lint.analysis.names import ImportTable
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
+from commgroup_lint.analysis.summarise import summarise
 from commgroup_lint.analysis.verdict import mismatches
 from commgroup_lint.model import Confidence
-from commgroup_lint.parsing import ParseFailure, lower
+from commgroup_lint.parsing import ParseFailure
 
 MAX_ROUNDS = 8  # summaries of helpers calling helpers settle in a few rounds (chains of 4 or 5 on SGLang); recursion is cut here
 MAX_HOPS = 4  # how far indexing follows calls from the files that allocate
-
-
-@dataclass(frozen=True)
-class IndexedModule:
-    display: str
-    imports: ImportTable
-    module: ir.Module
-    text: str  # the text the IR was made from
 
 
 @dataclass(frozen=True)
@@ -105,202 +78,6 @@ class ModuleSource:
     display: str
     text: str
     digest: bytes = b""  # content hash, for the cache
-
-
-def call_index(fn: ir.FunctionDef, is_method: bool, position: int) -> int | None:
-    """Where the definition's parameter at `position` sits among a call's positional arguments."""
-    index = position - (1 if is_method else 0)
-    star = next((i for i, p in enumerate(fn.params) if p.name.startswith("*")), len(fn.params))
-    return index if 0 <= index and position < star else None
-
-
-def _is_method(facts: FunctionFacts) -> bool:
-    fn = facts.node
-    return facts.class_qualname is not None and fn is not None and not any(
-        isinstance(d, ir.Name) and d.id == "staticmethod" for d in fn.decorators
-    )
-
-
-def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable) -> b.Behaviour:
-    """The function's behaviour as its callers see it (empty when it does nothing with groups)."""
-    fn = facts.node
-    if fn is None:
-        return b.Behaviour()
-    method = _is_method(facts)
-
-    def arg(position: int) -> b.ArgRef | None:
-        if position >= len(fn.params) or fn.params[position].name.startswith("*"):
-            return None
-        return b.ArgRef(fn.params[position].name, call_index(fn, method, position))
-
-    def star_element(f: ParamFact) -> b.ArgRef | None:
-        """`args[k]` of a `*args` parameter: the call's positional argument k places after it."""
-        offset = f.name.rpartition("[")[2].rstrip("]")
-        start = f.index - (1 if method else 0)
-        return b.ArgRef(f.name, start + int(offset)) if offset.isdigit() and start >= 0 else None
-
-    def binding(groups: tuple | None, params: frozenset[int]) -> b.Binding | None:
-        if len(params) == 1:
-            position = next(iter(params))
-            ref = arg(position)
-            if ref is None:
-                return None
-            # a default that is a group binds the memory to it when the caller omits the argument,
-            # as does the group the body chooses when it is None (`if group is None: group = tp`);
-            # any other default (`group=None`, kept) leaves the caller's call without its group (CGL001)
-            default = _default_groups(fn.params[position], api, imports) or _chosen_when_none(groups, ref)
-            return b.Binding(param=ref, default=default, required=not default)
-        if groups is not None and not params:
-            return b.Binding(groups=tuple((g, scoped(guard, PORTABLE)) for g, guard in groups))
-        return None
-
-    def returned(f: Fact, in_tuple: bool = False) -> b.Returned | None:
-        """What a caller needs of a returned fact: what can carry a group or memory, a flag
-        relating world sizes, and (in a tuple, beside such items) a constant that decides a branch."""
-        if isinstance(f, GroupFact):
-            return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
-        if isinstance(f, ParamFact):
-            ref = arg(f.index) if not f.name.endswith("]") else star_element(f)
-            return b.Argument(ref) if ref is not None else None
-        if isinstance(f, SizeFact):
-            return b.Size(f.quantity)
-        if isinstance(f, (BufferFact, ContextFact)):
-            a = f.allocation
-            found = binding(a.groups, a.group_params)
-            if found is None:
-                return None
-            here = f"{display}:{a.call.span.line}"
-            if isinstance(f, ContextFact):
-                return b.Context(found, origin=a.bound_at or here)
-            return b.Memory(found, a.how, a.bound_at or here, scoped(a.cond, PORTABLE), *_taken_at(a, here))
-        if isinstance(f, CondFact):
-            when_true, when_false = scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE)
-            if any(kind(key) == SIZE for key, _ in when_true | when_false):
-                return b.Flag(when_true, when_false)
-            return None
-        if isinstance(f, ObjectFact):
-            fields = tuple((name, alternatives(value)) for name, value in f.fields)
-            return b.Instance(f.cls, tuple((name, value) for name, value in fields if value))
-        if isinstance(f, ConstFact):
-            return b.Constant(f.value) if in_tuple else None
-        if isinstance(f, SelfFieldFact):
-            return b.SelfAttribute(f.attr) if method else None
-        if isinstance(f, TupleFact):
-            items = tuple(tuple(sorted({r for g in item if (r := returned(g, True)) is not None}, key=canonical))
-                          for item in f.items)
-            return b.Items(items) if any(r for item in items for r in item if not isinstance(r, b.Constant)) else None
-        if isinstance(f, CallableFact):
-            return b.Partial(f.path, tuple((keyword, alternatives(value)) for keyword, value in f.args))
-        if isinstance(f, PathFact) and f.named and api.call(f.path) is not None:
-            return b.Partial(f.path, ())  # a known API returned to be called later
-        return None
-
-    def alternatives(value: frozenset) -> tuple[b.Returned, ...]:
-        """A value's possibilities in a fixed order (a set's order varies: equal summaries must
-        compare equal, or the fixpoint never ends)."""
-        return tuple(sorted({r for g in value if (r := returned(g)) is not None}, key=canonical))
-
-    returns = _merge_groups([r for f in facts.returns if (r := returned(f)) is not None])  # ordered there
-    consumes: list[b.Consume] = []
-    for position, uses in sorted(facts.param_uses.items()):
-        ref = arg(position)
-        if ref is None:
-            continue
-        for use in uses:
-            fixed = tuple(sorted({(g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact)},
-                                 key=canonical))
-            if fixed:
-                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name))
-            for g in use.groups:
-                if isinstance(g, ParamFact) and (group_ref := arg(g.index)) is not None:
-                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name))
-    returned_ids = {id(f.allocation) for r in facts.returns for f in flatten(frozenset({r}))
-                    if isinstance(f, (BufferFact, ContextFact))}
-    keeps = tuple(dict.fromkeys(
-        b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE),
-                 *_taken_at(a, f"{display}:{a.call.span.line}"))
-        for a in facts.allocations
-        if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
-    ))
-    calls_params: set[b.CallsParam] = set()
-    for call in facts.param_calls:
-        args = tuple(map(alternatives, call.args))
-        if isinstance(call.callee, str):  # a record's field: the callable it holds may make memory itself
-            calls_params.add(b.CallsParam(None, args, call.cond, field=call.callee))
-        elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
-                                                           for item in args for r in item):
-            calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
-    stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
-                   if fn.name == "__init__" and method and (attr := key_attribute(key)) is not None
-                   and (stored := alternatives(value)))
-    behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
-                            calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)
-    if behaviour.empty:
-        return behaviour
-    return replace(behaviour, origin=f"{display}:{fn.span.line}")
-
-
-def canonical(x: object) -> tuple:
-    """A sort key that is the same in every process: sets sorted by their members' keys, not
-    iterated (their order follows string hashes, which vary between runs; a summary's
-    alternatives in another order would not equal the cached one, and a warm run would redo
-    the work)."""
-    if isinstance(x, (frozenset, set)):
-        return ("{", tuple(sorted(map(canonical, x))))
-    if isinstance(x, (tuple, list)):
-        return ("(", tuple(map(canonical, x)))
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return (type(x).__name__, tuple(canonical(getattr(x, f.name)) for f in dataclasses.fields(x)))
-    return ("=", type(x).__name__, repr(x))
-
-
-def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
-    """All the groups a function may return as one `Groups` (first), then the rest in order."""
-    groups = [g for item in items if isinstance(item, b.Groups) for g in item.groups]
-    rest = [item for item in items if not isinstance(item, b.Groups)]
-    merged: list[b.Returned] = [b.Groups(tuple(sorted(set(groups), key=lambda g: (g[0], sorted(g[1])))))] if groups else []
-    return merged + sorted(set(rest), key=_returned_order)  # alternatives, in an order every process agrees on
-
-
-def _returned_order(r: b.Returned) -> tuple:
-    """Memory in the order of the calls that took it (the first is the one a finding names),
-    then the rest; ties by their canonical key."""
-    where = r.via or r.origin if isinstance(r, b.Memory) else None
-    if where:
-        path, _, line = where.rpartition(":")
-        return (0, path, int(line) if line.isdigit() else 0, canonical(r))
-    return (1, (), 0, canonical(r))
-
-
-def _taken_at(a: Allocation, here: str) -> tuple[str | None, bool]:
-    """Where memory a deeper helper binds was taken from it, and whether that call chose the
-    group (passed the helper a group of its own: not its caller's, none fixed inside). The
-    call that chose the group wins, however deep; else this call, the one a reader reaches
-    first from a finding in a caller."""
-    if not a.bound_at:
-        return None, False
-    if a.via and a.chosen:
-        return a.via, True
-    return here, not (a.hidden or a.group_params)
-
-
-def _exports(imports: ImportTable) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((f"{imports.module}.{local}", target) for local, target in imports.aliases().items()))
-
-
-def _chosen_when_none(groups: tuple | None, ref: b.ArgRef) -> tuple:
-    """The groups the body binds where the parameter is None (its literal `$i:name is None`)."""
-    if groups is None or ref.index is None:
-        return ()
-    none = (relation_key(f"{PARAM}{ref.index}:{ref.param.lstrip('*')}", "is", "None")[0], True)
-    return tuple((g, frozenset()) for g, guard in groups if none in guard and not is_symbolic(g))
-
-
-def _default_groups(param: ir.Param, api: Api, imports: ImportTable) -> tuple:
-    if param.default is None:
-        return ()
-    flow = FunctionFlow(api, Scope(imports), FunctionFacts("<default>", None, None))
-    return guarded_groups(flow.eval(param.default)) or ()
 
 
 class SummaryIndex:
@@ -351,7 +128,7 @@ class SummaryIndex:
 
         `sources` are (path, display, text) or `ModuleSource`s; files that do not parse are
         skipped here (the check reports them when they matter). `mentions(displays, words)`
-        answers which of the files name one of `words` (see `engine.Mentions`). `resume`: no
+        answers which of the files name one of `words` (see `mentions.Mentions`). `resume`: no
         file changed since the run the cache (`memo`) describes, so start where it ended.
         """
         pending: dict[str, ModuleSource] = {}
@@ -360,8 +137,8 @@ class SummaryIndex:
             pending[source.display] = source
         if mentions is None:
             texts = {d: s.text for d, s in pending.items()}
-            mentions = lambda displays, words: _mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
-        modules: _ModuleFinder | None = None
+            mentions = lambda displays, words: mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
+        modules: ModuleFinder | None = None
         words: set[str] = set()
         hops = self._resume(pending) if resume else 0
         settled = self._resumed  # a resume ends settled
@@ -371,8 +148,8 @@ class SummaryIndex:
             chosen = set(mentions(pending, new_words)) if new_words else set()
             if self.summaries or self.modules:
                 if modules is None:
-                    modules = _ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
-                chosen |= {d for d in _defining(self._wanted(), modules) if d in pending}
+                    modules = ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
+                chosen |= {d for d in defining(self._wanted(), modules) if d in pending}
             if not chosen:
                 if settled:
                     break
@@ -705,68 +482,5 @@ def _final(name: str) -> str:
     return name.partition("(")[0].rpartition(".")[2]
 
 
-def _mentioning(pending: dict[str, tuple[Path | None, str]], words: set[str]) -> set[str]:
-    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words), key=len, reverse=True)) + r")\b")
-    return {display for display, (_, text) in pending.items() if any(w in text for w in words) and pattern.search(text)}
-
-
-class _ModuleFinder:
-    """Which scanned file is a module: files are grouped by their last name part (a package's
-    `__init__.py` by its directory), so only the few candidates get their full module name
-    worked out, not every scanned file."""
-
-    def __init__(self, paths: dict[str, Path], namespaces: frozenset[str]) -> None:
-        self._paths = paths
-        self._namespaces = namespaces
-        self._by_last: dict[str, list[str]] | None = None
-        self._prefixes: dict[str, tuple[str, ...]] = {}
-
-    def get(self, module: str) -> str | None:
-        if self._by_last is None:
-            self._by_last = {}
-            for display, path in self._paths.items():
-                stem = path.stem if path.name != "__init__.py" else path.parent.name
-                self._by_last.setdefault(stem, []).append(display)
-        found = None
-        for display in self._by_last.get(module.rpartition(".")[2], ()):
-            if _module_name(self._paths[display], self._prefixes, self._namespaces) == module:
-                found = display  # the last one, as a dict built over all files would keep
-        return found
-
-
-def _defining(names: set[str], modules: _ModuleFinder) -> set[str]:
-    """The files of the modules that define `names` (`pkg.mod.func`, `pkg.mod.Class.method`)."""
-    found = set()
-    for name in names:
-        parts = name.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            display = modules.get(".".join(parts[:cut]))
-            if display is not None:
-                found.add(display)
-                break
-    return found
-
-
-def _module_name(path: Path, prefixes: dict[str, tuple[str, ...]], namespaces: frozenset[str]) -> str:
-    """`module_name_for(path)[0]`, resolving each directory (and finding its package) once
-    rather than for every file; plain strings, as this runs for every scanned file."""
-    text = os.fspath(path)
-    if os.path.islink(text):
-        return module_name_for(path, namespaces)[0]
-    head, slash, name = text.rpartition("/")
-    parent = head or ("/" if slash else ".")
-    prefix = prefixes.get(parent)
-    if prefix is None:
-        prefix = prefixes[parent] = _package_prefix(Path(parent).resolve(), namespaces)
-    dot = name.rfind(".")
-    stem = name[:dot] if 0 < dot < len(name) - 1 else name  # as `Path.stem`
-    parts = [*prefix] if name == "__init__.py" else [*prefix, stem]
-    return ".".join(parts) or stem
-
-
-def index_module(path: Path, display: str, text: str, frontend: str = "ast",
-                 namespaces: frozenset[str] = frozenset()) -> IndexedModule:
-    """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`."""
-    module = lower(text, display, frontend)
-    name, is_package = module_name_for(path, namespaces)
-    return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module, text)
+def _exports(imports: ImportTable) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((f"{imports.module}.{local}", target) for local, target in imports.aliases().items()))
