@@ -525,6 +525,14 @@ def _list_concat(p: Program, e: str) -> str:
     return f"([None] + [{e}])[1]"
 
 
+def _setter(p: Program, e: str) -> str:
+    c, h = p.fresh("Store"), p.fresh("store")
+    p.define([f"class {c}:", "    def __init__(self):", "        self.value = None", "",
+              "    def put(self, value):", "        self.value = value"])
+    p.body += [f"{h} = {c}()", f"{h}.put({e})"]
+    return f"{h}.value"
+
+
 def _staticmethod_on_instance(p: Program, e: str) -> str:
     c = p.fresh("Tools")
     p.define([f"class {c}:", "    @staticmethod", "    def keep(value):", "        return value"])
@@ -537,7 +545,7 @@ REWRITES: dict[str, Rewrite] = {
     and rewrite.__code__.co_varnames[:2] == ("p", "e")
 }
 
-NOT_FOLLOWED: frozenset[str] = frozenset({"namedtuple", "fluent", "kwargs_collector"})
+NOT_FOLLOWED: frozenset[str] = frozenset({"namedtuple", "setter"})
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed), left out
 of the chains: `scripts/metamorphic_report.py` shows where each loses its findings."""
 

@@ -200,9 +200,13 @@ class ConstFact:
 @dataclass(frozen=True)
 class SelfFieldFact:
     """A method returns its receiver's attribute (`return self._group`): to a caller that knows
-    the receiver (an instance built here), that instance's field. Only ever in `returns`."""
+    the receiver (an instance built here), that instance's field; `RECEIVER` (`return self`,
+    a fluent setter) the receiver itself, with what the method stored in it. Only ever in `returns`."""
 
     attr: str
+
+
+RECEIVER = ""  # the `SelfFieldFact` of `return self`
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import PARAM, SIZE, kind, relation_key
 from commgroup_lint.analysis.facts import (
+    RECEIVER,
     Allocation,
     BufferFact,
     CallableFact,
@@ -64,7 +65,11 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         return b.ArgRef(fn.params[position].name, call_index(fn, method, position))
 
     def star_element(f: ParamFact) -> b.ArgRef | None:
-        """`args[k]` of a `*args` parameter: the call's positional argument k places after it."""
+        """`args[k]` of a `*args` parameter: the call's positional argument k places after it;
+        `kwargs["name"]` of a `**kwargs` parameter: the call's keyword argument `name`."""
+        if f.name.startswith("**"):
+            key = f.name.partition("[")[2][:-1]
+            return b.ArgRef(key, None) if key.isidentifier() else None
         offset = f.name.rpartition("[")[2].rstrip("]")
         start = f.index - (1 if method else 0)
         return b.ArgRef(f.name, start + int(offset)) if offset.isdigit() and start >= 0 else None
@@ -160,8 +165,11 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
                                                            for item in args for r in item):
             calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
+    # what the constructor, or a method returning its receiver, leaves in the instance (every
+    # method's stores would cost SGLang's cold check about 60% more time and memory)
+    keeps_fields = fn.name == "__init__" or SelfFieldFact(RECEIVER) in facts.returns
     stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
-                   if fn.name == "__init__" and method and (attr := key_attribute(key)) is not None
+                   if keeps_fields and method and (attr := key_attribute(key)) is not None
                    and (stored := alternatives(value)))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
                             calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)

@@ -13,9 +13,11 @@ from commgroup_lint.analysis.conditions import (
     SELF,
     Literal,
     PathCondition,
+    Substitution,
     choice_key,
 )
 from commgroup_lint.analysis.facts import (
+    RECEIVER,
     SYMBOLIC,
     UNKNOWN,
     UNKNOWN_VALUE,
@@ -135,6 +137,8 @@ class Calls(FlowBase):
             result |= self.call_value(self.eval(c.func), c, args, c.func)
         for path, receiver_operand, call_args, record in targets:
             result |= self.call_path(path, c, call_args, receiver_operand, record=record)
+            if isinstance(record, ObjectFact) and isinstance(c.func, ir.Attr):
+                self.update_receiver(c.func.value, record, path, c, call_args, receiver_operand)
         if not result:
             result.add(UNKNOWN)
         value: Value = frozenset(result)
@@ -306,12 +310,35 @@ class Calls(FlowBase):
         self.apply_effects(behaviour, path, c, arguments, sub)
         returned: set[Fact] = (self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns
                                else {UNKNOWN})
-        held = {g for r in behaviour.returns if isinstance(r, b.SelfAttribute) and isinstance(record, ObjectFact)
-                for g in record.field(r.attr) or ()}
+        held: set[Fact] = set()
+        for r in behaviour.returns:
+            if isinstance(r, b.SelfAttribute) and isinstance(record, ObjectFact):
+                if r.attr == RECEIVER:  # `return self`: the receiver, with what the method stored in it
+                    held.add(self.with_stores(record, behaviour, path, c, arguments, sub))
+                else:
+                    held |= record.field(r.attr) or frozenset()
         if held:  # a getter of an instance known here: its field, not the stand-in named by a parameter
             returned = {f for f in returned if not (isinstance(f, GroupFact) and f.group.startswith(SYMBOLIC))} | held
         self.replay_calls(behaviour, path, c, arguments, sub, record)  # after the returns: they are named first
         return returned
+
+    def update_receiver(self, receiver: ir.Expr, record: ObjectFact, path: str, c: ir.Call, args: list[Value],
+                        operand: str | None) -> None:
+        """`builder.set(group)`: the instance the name holds is the one the method left (its stores)."""
+        key = self.reference_key(receiver)
+        behaviour = self.api.call(path)
+        if key is None or key not in self.env or behaviour is None or not behaviour.stores:
+            return
+        arguments = Arguments(c, args, ())
+        updated = self.with_stores(record, behaviour, path, c, arguments, self.substitution(arguments, operand))
+        self.env[key] = frozenset(updated if f == record else f for f in self.env[key])
+
+    def with_stores(self, record: ObjectFact, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
+                    sub: Substitution) -> ObjectFact:
+        """The instance after a method that stores into it: its fields, those the method sets replaced."""
+        stored = {name: frozenset(self.instantiate_all(items, path, c, arguments, sub)) for name, items in behaviour.stores}
+        kept = tuple((name, value) for name, value in record.fields if name not in stored)
+        return ObjectFact(record.cls, kept + tuple((name, value) for name, value in stored.items() if value))
 
     def construct(self, cls: str, c: ir.Call, args: list[Value]) -> tuple[tuple[str, Value], ...]:
         """`Cls(...)`: what its `__init__` does with the arguments (binds memory to a group given),

@@ -240,6 +240,9 @@ class Expressions(FlowBase):
             elif isinstance(f, ParamFact) and _is_star_param(f.name) and isinstance(index := _const(e.index), int) \
                     and index >= 0:
                 out.add(ParamFact(f.index, f"{f.name}[{index}]", f.guard))  # `args[0]` of `*args`: an argument
+            elif isinstance(f, ParamFact) and f.name.startswith("**") and not f.name.endswith("]") \
+                    and isinstance(key := _const(e.index), str) and key.isidentifier():
+                out.add(ParamFact(f.index, f"{f.name}[{key}]", f.guard))  # `kwargs["group"]`: a keyword argument
             elif isinstance(f, (BufferFact, ParamFact)):
                 out.add(f)  # a view of the same memory
         return frozenset(out) or UNKNOWN_VALUE

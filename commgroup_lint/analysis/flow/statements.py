@@ -12,6 +12,7 @@ from commgroup_lint.analysis.conditions import (
 )
 from commgroup_lint.analysis.facts import (
     FRESH,
+    RECEIVER,
     UNKNOWN,
     UNKNOWN_VALUE,
     BufferFact,
@@ -89,6 +90,8 @@ class Statements(FlowBase):
                 self.facts.returns.update(guard(self.flag_value(self.eval(s.value), s.value), self.cond))
                 if (attr := key_attribute(self.reference_key(s.value))) is not None:
                     self.facts.returns.add(SelfFieldFact(attr))  # a getter
+                elif isinstance(s.value, ir.Name) and s.value.id == self.self_name and self.self_name:
+                    self.facts.returns.add(SelfFieldFact(RECEIVER))  # a fluent method: its receiver
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
