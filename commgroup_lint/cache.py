@@ -51,6 +51,7 @@ from typing import Any
 
 from commgroup_lint.analysis.recording import Lookups
 from commgroup_lint.analysis.summaries import ModuleAnalysis
+from commgroup_lint.coverage import NOTHING_UNKNOWN, Unknowns
 from commgroup_lint.files import Folder, open_directory, read_regular, remove_stale_temporaries, replace_file
 from commgroup_lint.model import Finding
 from commgroup_lint.signing import DIGEST_BYTES, UnusableKey, authentic, signature, user_key
@@ -68,6 +69,7 @@ class CheckResult:
     gated: bool  # whether the gate sent the file to the analysis
     findings: tuple[Finding, ...]  # after suppressions
     lookups: Lookups
+    unknowns: Unknowns = NOTHING_UNKNOWN  # what `coverage` would count as left unknown (see `check`'s summary)
 
 
 @dataclass

@@ -11,7 +11,9 @@ one example location, so that a user sees which spelling of their code the analy
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from commgroup_lint.analysis.facts import FunctionFacts, is_symbolic
@@ -119,6 +121,40 @@ class Coverage:
                 out.unknown[kind] += n
                 out.examples.setdefault(kind, counts.examples[kind])
         return out
+
+
+@dataclass(frozen=True)
+class Unknowns:
+    """What `coverage` counts as left unknown in one file, as plain data a check keeps (and
+    caches) with its findings: the unknown group references no other file can resolve, and the
+    helper sites whose group parameter a caller in another file may pass a known group to."""
+
+    fixed: int = 0
+    parameter_sites: tuple[tuple[str, int, int], ...] = ()  # (path, line, group parameters there)
+    passed: frozenset[tuple[str, int]] = frozenset()  # the helper sites this file's callers pass a known group to
+
+
+NOTHING_UNKNOWN = Unknowns()  # one object for every file without an unknown, so a cache holds it once
+
+
+def file_unknowns(ctx: FileContext) -> Unknowns:
+    """One file's `Unknowns`, counted as `Coverage.observe` counts them."""
+    one = Coverage()
+    one.observe(ctx)
+    found = Unknowns(
+        one.files[ctx.source.display].groups_unknown,
+        tuple(sorted((os.path.normpath(path), line, n) for (path, line), (_, n) in one._parameter_sites.items())),
+        frozenset((os.path.normpath(path), line) for path, line in one._passed),
+    )
+    return NOTHING_UNKNOWN if found == NOTHING_UNKNOWN else found
+
+
+def unknown_total(files: Iterable[Unknowns]) -> int:
+    """How many group references `coverage` reports as left unknown over these files: a helper
+    site's group parameter is resolved where any of them passes it a known group (see `finish`)."""
+    files = list(files)
+    passed = frozenset().union(*(u.passed for u in files))
+    return sum(u.fixed + sum(n for path, line, n in u.parameter_sites if (path, line) not in passed) for u in files)
 
 
 def _origin(bound_at: str) -> tuple[str, int]:

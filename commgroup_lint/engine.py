@@ -31,6 +31,7 @@ from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.summaries import ModuleAnalysis, ModuleSource, Previous, SummaryIndex
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
+from commgroup_lint.coverage import NOTHING_UNKNOWN, Unknowns, file_unknowns, unknown_total
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
 from commgroup_lint.mentions import Mentions
@@ -60,6 +61,7 @@ class LintResult:
     profiles: tuple[str, ...] = ()  # the profiles the run used
     sources: dict[str, str] = field(default_factory=dict)  # text of the files with findings, for code frames
     fixable: dict[str, SourceFile] = field(default_factory=dict)  # the files with a fix to offer
+    groups_unknown: int = 0  # group references `coverage` would report as left unknown
 
 
 class Linter:
@@ -171,6 +173,7 @@ class Linter:
         reused = {f.display: found for f in reported
                   if (found := cache.check(f, gate[f.display], self.recorder, self.scopes)) is not None}
         checks = self._checks([f for f in reported if gate[f.display] and f.display not in reused])
+        unknowns: list[Unknowns] = []
         for file in checked:
             if not file.reported:  # context: what the index learnt is recorded, its old check kept
                 cache.record(file, mentions, file.record.result if file.record else None, self._index)
@@ -180,10 +183,14 @@ class Linter:
             check = reused.get(display)
             if check is not None:
                 findings = _named(check.findings, display)
+                unknowns.append(check.unknowns)
             else:
-                findings, check = self._suppress(file, checks.get(display, ([], {})), gate[display], result)
+                outcome = checks.get(display, ([], {}, NOTHING_UNKNOWN))
+                findings, check = self._suppress(file, outcome, gate[display], result)
+                unknowns.append(outcome[2])
             self._filter(file, findings, result)
             cache.record(file, mentions, check, self._index)
+        result.groups_unknown = unknown_total(unknowns)
         cache.save(files)
         result.findings.sort(key=lambda f: f.sort_key)
         return result
@@ -240,18 +247,19 @@ class Linter:
         named = mentions([f.display for f in reported], words) if self.gate else set()
         return {f.display: not self.gate or f.display in named for f in reported}
 
-    def _suppress(self, file: _File, checked: tuple[list[Finding | InternalError], Lookups], gated: bool,
+    def _suppress(self, file: _File, checked: _Outcome, gated: bool,
                   result: LintResult) -> tuple[list[Finding], CheckResult | None]:
         """A fresh check's findings without those its `noqa` comments and per-file ignores
         suppress, and what the cache may keep of it (nothing when a rule raised, or where the
         file reports as another configuration says)."""
-        outcomes, log = checked
+        outcomes, log, unknowns = checked
         errors = [o for o in outcomes if isinstance(o, InternalError)]
         result.internal_errors += errors
         source = file.source
         findings = suppressions.apply(source.text, file.display, [o for o in outcomes if isinstance(o, Finding)],
                                       self.enabled_for(file.display), source.utf8)
-        return findings, None if errors or file.display in self.scopes else CheckResult(gated, tuple(findings), log)
+        return findings, None if errors or file.display in self.scopes else CheckResult(gated, tuple(findings), log,
+                                                                                        unknowns)
 
     def _filter(self, file: _File, findings: list[Finding], result: LintResult) -> None:
         """The findings at least as sure as the file's minimum confidence, into the result,
@@ -264,14 +272,16 @@ class Linter:
         if any(f.fix is not None for f in findings):
             result.fixable[file.display] = file.source
 
-    def _checks(self, files: list[_File]) -> dict[str, tuple[list[Finding | InternalError], Lookups]]:
-        """Each file's outcomes and the lookups they depend on; half of them in a forked child
-        (see `forked`) unless an observer must see every file's facts here."""
-        def check(part: Sequence[_File]) -> list[tuple[list[Finding | InternalError], Lookups]]:
+    def _checks(self, files: list[_File]) -> dict[str, _Outcome]:
+        """Each file's outcomes, the lookups they depend on and what it left unknown; half of
+        them in a forked child (see `forked`) unless an observer must see every file's facts here."""
+        def check(part: Sequence[_File]) -> list[_Outcome]:
             done = []
             for file in part:
                 log: Lookups = {}
-                done.append((list(self._check(file.source, log)), log))
+                unknowns: list[Unknowns] = []
+                outcomes = list(self._check(file.source, log, unknowns))
+                done.append((outcomes, log, unknowns[0] if unknowns else NOTHING_UNKNOWN))
             return done
 
         done = check(files) if self.observer is not None else in_halves(files, check, cost=32)
@@ -286,8 +296,10 @@ class Linter:
             return
         yield from self._check(source, {})
 
-    def _check(self, source: SourceFile, log: Lookups) -> Iterator[Finding | InternalError]:
-        """Analyse one file and run the rules; every `Api` lookup made for it goes into `log`."""
+    def _check(self, source: SourceFile, log: Lookups,
+               unknowns: list[Unknowns] | None = None) -> Iterator[Finding | InternalError]:
+        """Analyse one file and run the rules; every `Api` lookup made for it goes into `log`,
+        and what `coverage` would count as left unknown in it into `unknowns`."""
         indexed: IndexedModule | None = None
         functions = None
         index = self._index
@@ -329,6 +341,8 @@ class Linter:
                     outcomes.append(InternalError(source.display, rule.code, f"{type(err).__name__}: {err}"))
             if self.observer is not None:
                 self.observer(ctx)
+            if unknowns is not None:
+                unknowns.append(file_unknowns(ctx))
         yield from outcomes
 
     def _unreadable(self, display: str, reason: str, line: int = 1, column: int = 1) -> list[Finding]:
@@ -441,6 +455,9 @@ class _RunCache:
         records = [(d, old[d] if d in buffered and d in old else r) for d, r in records]
         if self.cache is not None and not (len(records) == len(old) and all(old.get(d) is r for d, r in records)):
             self.cache.save(records)
+
+
+_Outcome = tuple[list[Finding | InternalError], Lookups, Unknowns]  # a file's check: see `Linter._checks`
 
 
 def _cache_key(display: str) -> str:

@@ -95,3 +95,22 @@ def test_a_path_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
     proc = run("coverage", "missing.py", cwd=tmp_path)
     assert (proc.returncode, proc.stderr) == (
         2, "error: path 'missing.py' does not exist; check the spelling or the current directory\n")
+
+
+HINT = "group references left unknown: `commgroup-lint coverage` names the constructs.\n"
+
+
+def test_check_ends_its_summary_pointing_at_coverage_with_the_count_coverage_reports(tree: Path) -> None:
+    cold = run("check", "--no-cache", cwd=tree)
+    assert cold.stdout.endswith("\n3 " + HINT)
+    (tree / "caller.py").write_text("from model import parameter\nfrom vllm.distributed.parallel_state import "
+                                    "get_tp_group\n\n\ndef go(x):\n    return parameter(x, get_tp_group().device_communicator."
+                                    "pynccl_comm)\n")
+    assert run("check", "--no-cache", cwd=tree).stdout.endswith("\n2 " + HINT)  # the parameter resolved by a caller
+    first, warm = run("check", cwd=tree), run("check", cwd=tree)  # the second from the cache: the same count
+    assert first.stdout.endswith("\n2 " + HINT) and warm.stdout == first.stdout
+
+
+def test_check_says_nothing_of_coverage_when_nothing_was_left_unknown(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(MODEL.partition("\n\ndef parameter")[0] + "\n")
+    assert run("check", "--no-cache", cwd=tmp_path).stdout == "All clear: no findings (1 file checked).\n"

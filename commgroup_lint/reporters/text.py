@@ -59,7 +59,7 @@ def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = Fa
 def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = False) -> list[str]:
     """`Found 3 findings (12 files checked).` (after `--fix`: `Fixed 2 findings, 1 remaining
     (...)`), then how many of the findings `--fix` would fix, and how many fixes only
-    `--unsafe-fixes` enables."""
+    `--unsafe-fixes` enables, and how many group references the analysis left unknown."""
     n = len(result.findings)
     files = result.files_checked
     checked = f"{files} file{'s' if files != 1 else ''} checked"
@@ -75,6 +75,10 @@ def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = F
     fixable = sum(applicable(f.fix, unsafe_fixes) for f in result.findings)
     hidden = sum(f.fix is not None and not applicable(f.fix, unsafe_fixes) for f in result.findings)
     lines += fix_hint(fixable, hidden)
+    if result.groups_unknown:  # an "All clear" is only as good as what the analysis followed
+        unknown = result.groups_unknown
+        lines.append(f"{unknown} group reference{'s' if unknown != 1 else ''} left unknown: "
+                     "`commgroup-lint coverage` names the constructs.")
     return lines
 
 

@@ -55,14 +55,15 @@ class FlowBase(ABC):
         self.members: set[str] = {k for k in self.env if MEMBER in k}  # keys of members stored here (see `stores`)
 
     def on_self(self, e: ir.Expr) -> bool:
-        return isinstance(e, ir.Attr) and isinstance(e.value, ir.Name) and e.value.id == self.self_name \
-            and self.self_name is not None
+        """Whether `e` is an attribute of the analysed object (`self.x`)."""
+        return isinstance(e, ir.Attr) and reference_key(e, self.self_name) is not None
 
     def reference_key(self, e: ir.Expr | None) -> str | None:
         """The environment's key of a reference the flow tracks (`x`, `self.x`), else None."""
         return reference_key(e, self.self_name)
 
-    # what each part defines for the others: statements -------------------------------------------------------------------
+    # what each part defines for the others ------------------------------------------------
+    # statements
     @abstractmethod
     def run(self, body: Iterable[ir.Stmt]) -> None: ...
 
@@ -75,7 +76,7 @@ class FlowBase(ABC):
     @abstractmethod
     def grow(self, target: ir.Expr, value: Value) -> None: ...
 
-    # stores -----------------------------------------------------------------------
+    # stores
     @abstractmethod
     def store(self, target: ir.Expr, value: Value) -> None: ...
 
@@ -88,7 +89,7 @@ class FlowBase(ABC):
     @abstractmethod
     def unpack_starred(self, targets: tuple[ir.Expr, ...], items: tuple[Value, ...]) -> bool: ...
 
-    # expressions ------------------------------------------------------------------
+    # expressions
     @abstractmethod
     def eval(self, e: ir.Expr) -> Value: ...
 
@@ -104,14 +105,14 @@ class FlowBase(ABC):
     @abstractmethod
     def builtin(self, func: ir.Expr) -> str | None: ...
 
-    # library ----------------------------------------------------------------------
+    # library
     @abstractmethod
     def library_call(self, c: ir.Call, args: list[Value]) -> Value | None: ...
 
     @abstractmethod
     def container_method(self, f: Fact, method: str, c: ir.Call, args: list[Value]) -> Value | None: ...
 
-    # calls ------------------------------------------------------------------------
+    # calls
     @abstractmethod
     def call(self, c: ir.Call) -> Value: ...
 
@@ -147,7 +148,7 @@ class FlowBase(ABC):
     @abstractmethod
     def is_property(self, attr: str, cls: str) -> bool: ...
 
-    # effects ----------------------------------------------------------------------
+    # effects
     @abstractmethod
     def substitution(self, arguments: Arguments, receiver: str | None) -> Substitution: ...
 
@@ -163,7 +164,7 @@ class FlowBase(ABC):
     def instantiate_all(self, items: Iterable[b.Returned], path: str, c: ir.Call | None, arguments: Arguments,
                         sub: Substitution | None = None) -> set[Fact]: ...
 
-    # events -----------------------------------------------------------------------
+    # events
     @abstractmethod
     def as_group(self, value: Value, expr: ir.Expr | None) -> Value: ...
 
@@ -204,7 +205,7 @@ class FlowBase(ABC):
     @abstractmethod
     def local_copy(self, dst: Value | None, src: Value | None) -> None: ...
 
-    # literals ---------------------------------------------------------------------
+    # literals
     @abstractmethod
     def literals(self, test: ir.Expr) -> Branches: ...
 
