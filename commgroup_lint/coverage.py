@@ -29,6 +29,17 @@ UNKNOWN_KINDS = {
     "name": "a name the analysis does not follow",
     NOT_TRACED: "a group argument the analysis could not follow at all",
 }
+LOST = "memory lost: "  # the kinds of a collective given a buffer or group the analysis lost, after memory was bound
+UNKNOWN_KINDS.update({
+    LOST + "call": "a collective's buffer or group from a call the analysis does not follow, after memory was bound",
+    LOST + "attribute": "a collective's buffer or group from an attribute the analysis does not follow, after memory "
+                        "was bound",
+    LOST + "subscript": "a collective's buffer or group from an element the analysis does not follow, after memory "
+                        "was bound",
+    LOST + "name": "a collective's buffer or group from a name the analysis does not follow, after memory was bound",
+    LOST + "expression": "a collective's buffer or group from an expression the analysis does not follow, after "
+                         "memory was bound",
+})
 
 
 @dataclass
@@ -42,7 +53,12 @@ class FileCoverage:
 
     @property
     def groups_unknown(self) -> int:
-        return sum(self.unknown.values())
+        return sum(n for kind, n in self.unknown.items() if not kind.startswith(LOST))
+
+    @property
+    def memory_lost(self) -> int:
+        """Collectives given a buffer or group the analysis lost, in functions that bound memory before."""
+        return sum(n for kind, n in self.unknown.items() if kind.startswith(LOST))
 
     def add_unknown(self, kind: str, where: str) -> None:
         self.unknown[kind] += 1
@@ -86,6 +102,8 @@ class Coverage:
                 counts.consumers_resolved += bool(groups) and not any(is_symbolic(g) for g in groups)
             for c in {id(c.call): c for c in fn.consumptions}.values():
                 self._groups(counts, fn, frozenset(c.group_names), f"{path}:{c.call.span.line}")
+            for call, kind in fn.lost:
+                counts.add_unknown(LOST + kind, f"{path}:{call.span.line}")
 
     def finish(self) -> None:
         """A group parameter is resolved where a caller passes a known group, else unknown."""
@@ -130,6 +148,7 @@ class Unknowns:
     helper sites whose group parameter a caller in another file may pass a known group to."""
 
     fixed: int = 0
+    memory_lost: int = 0  # collectives given a buffer or group the analysis lost, after memory was bound
     parameter_sites: tuple[tuple[str, int, int], ...] = ()  # (path, line, group parameters there)
     passed: frozenset[tuple[str, int]] = frozenset()  # the helper sites this file's callers pass a known group to
 
@@ -141,8 +160,10 @@ def file_unknowns(ctx: FileContext) -> Unknowns:
     """One file's `Unknowns`, counted as `Coverage.observe` counts them."""
     one = Coverage()
     one.observe(ctx)
+    counts = one.files[ctx.source.display]
     found = Unknowns(
-        one.files[ctx.source.display].groups_unknown,
+        counts.groups_unknown,
+        counts.memory_lost,
         tuple(sorted((os.path.normpath(path), line, n) for (path, line), (_, n) in one._parameter_sites.items())),
         frozenset((os.path.normpath(path), line) for path, line in one._passed),
     )
@@ -155,6 +176,11 @@ def unknown_total(files: Iterable[Unknowns]) -> int:
     files = list(files)
     passed = frozenset().union(*(u.passed for u in files))
     return sum(u.fixed + sum(n for path, line, n in u.parameter_sites if (path, line) not in passed) for u in files)
+
+
+def memory_total(files: Iterable[Unknowns]) -> int:
+    """How many collectives these files give a value the analysis lost after binding memory."""
+    return sum(u.memory_lost for u in files)
 
 
 def _origin(bound_at: str) -> tuple[str, int]:
@@ -206,6 +232,7 @@ def _counts(c: FileCoverage) -> dict[str, object]:
         "consumers_resolved": c.consumers_resolved,
         "groups_resolved": c.groups_resolved,
         "groups_unknown": c.groups_unknown,
+        "memory_lost": c.memory_lost,
         "unknown": {kind: {"count": n, "example": c.examples[kind]} for kind, n in sorted(c.unknown.items())},
     }
 
@@ -215,13 +242,15 @@ def render_text(coverage: Coverage, reason: str | None, verbose: bool) -> str:
     files = len(coverage.files)
     lines = [f"{files} file{'s' if files != 1 else ''}: {total.binding_sites} binding sites, "
              f"{total.consumers_resolved} of {total.consumers} consumers on known groups, "
-             f"{total.groups_resolved} group references resolved, {total.groups_unknown} left unknown"]
+             f"{total.groups_resolved} group references resolved, {total.groups_unknown} left unknown"
+             + (f", {total.memory_lost} collective{'s' if total.memory_lost != 1 else ''} given a buffer or group the analysis lost"
+                if total.memory_lost else "")]
     lines += _unknown_lines(total, "  ")
     if reason is not None:
         lines.append(f"Nothing was understood: {reason}.")
     if verbose:
         for path, counts in sorted(coverage.files.items()):
-            if counts.binding_sites or counts.consumers or counts.groups_unknown:
+            if counts.binding_sites or counts.consumers or counts.unknown:
                 lines.append(f"{path}: {counts.binding_sites} binding sites, {counts.consumers_resolved} of "
                              f"{counts.consumers} consumers on known groups, {counts.groups_unknown} unknown")
                 lines += _unknown_lines(counts, "    ")

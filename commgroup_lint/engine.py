@@ -31,7 +31,7 @@ from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
 from commgroup_lint.analysis.summaries import ModuleAnalysis, ModuleSource, Previous, SummaryIndex
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
-from commgroup_lint.coverage import NOTHING_UNKNOWN, Unknowns, file_unknowns, unknown_total
+from commgroup_lint.coverage import NOTHING_UNKNOWN, Unknowns, file_unknowns, memory_total, unknown_total
 from commgroup_lint.discovery import Discovered, is_excluded
 from commgroup_lint.forked import in_halves
 from commgroup_lint.mentions import Mentions
@@ -62,6 +62,7 @@ class LintResult:
     sources: dict[str, str] = field(default_factory=dict)  # text of the files with findings, for code frames
     fixable: dict[str, SourceFile] = field(default_factory=dict)  # the files with a fix to offer
     groups_unknown: int = 0  # group references `coverage` would report as left unknown
+    memory_lost: int = 0  # collectives `coverage` reports as given a buffer or group the analysis lost
 
 
 class Linter:
@@ -191,6 +192,7 @@ class Linter:
             self._filter(file, findings, result)
             cache.record(file, mentions, check, self._index)
         result.groups_unknown = unknown_total(unknowns)
+        result.memory_lost = memory_total(unknowns)
         cache.save(files)
         result.findings.sort(key=lambda f: f.sort_key)
         return result

@@ -638,6 +638,7 @@ class Checker:
         self.folder = folder
         self.profile = profile
         self.count = 0
+        self.unknowns = 0  # what the last program's run left unknown, as `coverage` counts it
 
     def findings(self, case: Case) -> tuple[list[tuple[str, int]], str]:
         files = render(case)
@@ -648,8 +649,9 @@ class Checker:
             (folder / f"{name}.py").write_text(text, encoding="utf-8")
         # a linter of its own: what one program's run learns must not reach the next
         linter = Linter(self.profile, RuleSelection(("CGL002",)), min_confidence=Confidence.MEDIUM)  # type: ignore[arg-type]
-        found = linter.lint(discover([str(folder)])).findings
-        return sorted((f.code, f.start.line) for f in found if f.path.endswith("step.py")), files["step"]
+        result = linter.lint(discover([str(folder)]))
+        self.unknowns = result.groups_unknown + result.memory_lost
+        return sorted((f.code, f.start.line) for f in result.findings if f.path.endswith("step.py")), files["step"]
 
     def holds(self, case: Case) -> tuple[bool, str]:
         """Whether the case keeps its expected findings; and the program, to show when not."""

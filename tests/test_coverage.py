@@ -48,7 +48,7 @@ def test_json_counts_what_was_resolved_and_what_was_not(tree: Path) -> None:
     assert proc.returncode == 0
     assert json.loads(proc.stdout) == {
         "files": 2, "binding_sites": 3, "consumers": 3, "consumers_resolved": 2,
-        "groups_resolved": 3, "groups_unknown": 3,
+        "groups_resolved": 3, "groups_unknown": 3, "memory_lost": 0,
         "unknown": {"parameter": {"count": 1, "example": "./model.py:15"},
                     "self": {"count": 2, "example": "./model.py:23"}},
         "understood_nothing": None,
@@ -69,6 +69,37 @@ def test_text_names_each_kind_with_an_example_and_per_file_with_v(tree: Path) ->
     per_file = json.loads(run("coverage", "-v", "--format", "json", cwd=tree).stdout)["per_file"]
     assert sorted(per_file) == ["./model.py", "./plain.py"]
     assert per_file["./plain.py"]["binding_sites"] == 0
+
+
+LOST = '''\
+import collections
+
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+
+Entry = collections.namedtuple("Entry", ["value"])
+
+
+def step(n, group):
+    buf = symm_mem.empty(n, device="cuda")
+    symm_mem.rendezvous(buf, group)
+    plain = torch.empty(n)
+    dist.all_reduce(plain, group=group)
+    dist.all_reduce(Entry(buf).value, group=group)
+'''
+
+
+def test_memory_lost_on_the_way_to_a_collective_is_counted_by_construct(tmp_path: Path) -> None:
+    """The buffer passes through a construct the model does not follow: not an "All clear"; the
+    library's own tensor (`torch.empty`) handed to a collective is plain memory, not a loss."""
+    (tmp_path / "lost.py").write_text(LOST)
+    document = json.loads(run("coverage", "--format", "json", cwd=tmp_path).stdout)
+    assert document["memory_lost"] == 1
+    assert document["unknown"]["memory lost: attribute"] == {"count": 1, "example": "./lost.py:15"}
+    check = run("check", "--no-cache", cwd=tmp_path)
+    assert check.stdout.splitlines()[-1] == ("1 group reference left unknown and 1 collective given a buffer or group "
+                                             "the analysis lost: `commgroup-lint coverage` names the constructs.")
 
 
 def test_a_caller_that_passes_a_known_group_resolves_the_parameter(tree: Path) -> None:

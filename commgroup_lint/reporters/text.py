@@ -75,10 +75,11 @@ def summary(result: LintResult, fixed: int | None = None, unsafe_fixes: bool = F
     fixable = sum(applicable(f.fix, unsafe_fixes) for f in result.findings)
     hidden = sum(f.fix is not None and not applicable(f.fix, unsafe_fixes) for f in result.findings)
     lines += fix_hint(fixable, hidden)
-    if result.groups_unknown:  # an "All clear" is only as good as what the analysis followed
-        unknown = result.groups_unknown
-        lines.append(f"{unknown} group reference{'s' if unknown != 1 else ''} left unknown: "
-                     "`commgroup-lint coverage` names the constructs.")
+    if result.groups_unknown or result.memory_lost:  # an "All clear" is only as good as what the analysis followed
+        unknown, lost = result.groups_unknown, result.memory_lost
+        parts = [f"{unknown} group reference{'s' if unknown != 1 else ''} left unknown"] if unknown else []
+        parts += [f"{lost} collective{'s' if lost != 1 else ''} given a buffer or group the analysis lost"] if lost else []
+        lines.append(f"{' and '.join(parts)}: `commgroup-lint coverage` names the constructs.")
     return lines
 
 

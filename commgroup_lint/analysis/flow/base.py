@@ -52,6 +52,7 @@ class FlowBase(ABC):
         self._inlined = 0  # how many calls of local functions enclose this flow (see `inline`)
         self._yielded: set[Fact] | None = None  # what a generator function yields, once it has yielded
         self._yield_contexts: set[Fact] = set()  # the contexts open at its yields
+        self._sources: dict[str, ir.Expr] = {}  # the expression each name (or `self.x`) was last bound from
         self.members: set[str] = {k for k in self.env if MEMBER in k}  # keys of members stored here (see `stores`)
 
     def on_self(self, e: ir.Expr) -> bool:
@@ -195,6 +196,12 @@ class FlowBase(ABC):
     @abstractmethod
     def note_group_use(self, c: ir.Call, name: str, groups: Value, how: str, extra: PathCondition = frozenset(),
                        source: ir.Expr | None = None, param: str | None = None) -> None: ...
+
+    @abstractmethod
+    def class_info(self, cls: str) -> tuple | None: ...
+
+    @abstractmethod
+    def note_lost(self, c: ir.Call, value: Value, expr: ir.Expr | None) -> None: ...
 
     @abstractmethod
     def deciding_helpers(self) -> set[str]: ...

@@ -91,6 +91,8 @@ class Calls(FlowBase):
             else:
                 receiver = self.eval(receiver_expr)
                 methods = self.api.profile.methods
+                if method in methods.collective and guarded_groups(receiver) is None:
+                    self.note_lost(c, receiver, receiver_expr)  # `lost.all_reduce(buf)`: its group unseen
                 if method in methods.same_group | methods.register_pool and guarded_groups(receiver) is None:
                     receiver = self.as_group(receiver, receiver_expr)  # only a group has these methods
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends

@@ -71,7 +71,10 @@ class Effects(FlowBase):
                 if group_value is None or omitted:  # `group=None` is the default too
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
-                    group_value = self.as_group(group_value, arguments.expr(consume.group))
+                    passed = group_value
+                    group_value = self.as_group(passed, arguments.expr(consume.group))
+                    if guarded_groups(group_value) is None:  # not even known by its expression
+                        self.note_lost(c, passed, arguments.expr(consume.group))
                 how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
                 self.note_group_use(c, consume.name or display, group_value, how, cond,
                                     arguments.expr(consume.group), consume.group.param)
@@ -80,9 +83,14 @@ class Effects(FlowBase):
                 self.note_group_use(c, consume.name or display, group_value, "fixed", cond)
             if consume.buffer is not None:
                 buffer_values = [v for v in [arguments.value(consume.buffer)] if v is not None]
+                for value in buffer_values:
+                    self.note_lost(c, value, arguments.expr(consume.buffer))
             else:
                 skip = arguments.index_of(consume.group) if consume.group is not None else None
                 buffer_values = [v for i, v in enumerate(arguments.args) if i != skip]
+                for given, value in zip(c.args, arguments.args):
+                    if not given.keyword and not given.star:
+                        self.note_lost(c, value, given.value)
                 buffer_values += [v for _, v in arguments.bound]
             for value in buffer_values:
                 self.consume(c, value, group_value, consume.name or display, cond, lost)

@@ -140,8 +140,10 @@ class Events(FlowBase):
         if method in methods.collective:
             self.note_group_use(c, method, frozenset({group}), "given",
                                 source=c.func.value if isinstance(c.func, ir.Attr) else None)
-            for value in args:
+            for value, arg in zip(args, c.args):
                 self.consume(c, value, frozenset({group}), method, frozenset(), False)
+                if not arg.keyword and not arg.star:
+                    self.note_lost(c, value, arg.value)
             return {UNKNOWN}
         if method in methods.same_group:
             return {group}
@@ -155,6 +157,39 @@ class Events(FlowBase):
             allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         return set()
+
+    def note_lost(self, c: ir.Call, value: Value, expr: ir.Expr | None) -> None:
+        """A collective given a value the model could not follow, after this function bound
+        memory: where bound memory may have gone unseen, with the construct that lost it
+        (`coverage` reports these; nothing else reads them)."""
+        if not self._allocations or expr is None or not all(f is UNKNOWN or self.scanned_path(f) for f in value):
+            return
+        entry = (c, self.construct_kind(expr))
+        if entry not in self.facts.lost:
+            self.facts.lost.append(entry)
+
+    def scanned_path(self, f: Fact) -> bool:
+        """Whether `f` is what a name of the scanned code gave without the model following it
+        (`Entry(buf).value` of a `namedtuple` class, an attribute no method is known to set):
+        unlike a library's result (`torch.empty(n)`), it may hold the memory."""
+        if not isinstance(f, PathFact):
+            return False
+        root = f.path.partition("(")[0]
+        if root.startswith(self.imports.module + "."):
+            return True
+        owner = root.rpartition(".")[0]
+        return self.class_info(root) is not None or self.class_info(owner) is not None
+
+    def construct_kind(self, expr: ir.Expr, depth: int = 0) -> str:
+        """The kind of expression a value came from: through the names it was bound from, if any."""
+        key = self.reference_key(expr)
+        if key is not None and key in self._sources and depth < _SOURCE_DEPTH:
+            return self.construct_kind(self._sources[key], depth + 1)
+        if isinstance(expr, ir.Call):
+            return "call"
+        if isinstance(expr, (ir.Attr, ir.Subscript)):
+            return "attribute" if isinstance(expr, ir.Attr) else "subscript"
+        return "name" if isinstance(expr, ir.Name) else "expression"
 
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
         """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
@@ -240,3 +275,6 @@ def _merged(a: Allocation, b_: Allocation) -> Allocation:
 
 def _is_none(expr: ir.Expr | None) -> bool:
     return isinstance(expr, ir.Const) and expr.value is None
+
+
+_SOURCE_DEPTH = 4  # names bound from names followed back this far to the expression that made the value

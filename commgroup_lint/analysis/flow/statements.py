@@ -271,6 +271,8 @@ class Statements(FlowBase):
             self.forget_members(key)
             self.env[key] = value
             self._bindings[key] = self._bindings.get(key, 0) + 1
+            if source is not None:
+                self._sources[key] = source
             if key_attribute(key) is not None:
                 previous = self.facts.stores.get(key, frozenset())
                 self.facts.stores[key] = previous | value
