@@ -287,7 +287,7 @@ class SummaryIndex:
         self._memos[display] = (m, memo)
         attributes = class_attributes(facts)
         classes = tuple((name, (bases, methods, attributes.get(name, ()), fields, properties))
-                        for name, (bases, methods, _, fields, properties) in module_classes(m.module, m.imports).items())
+                        for name, (bases, methods, _, fields, properties) in memo.classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
         return ModuleAnalysis(tuple(entry for entry, _ in found), merged(outside, *(step.lookups for step in memo.steps)),
                               facts, classes, tuple(sorted({x for _, misuses in found for x in misuses})),
