@@ -5,16 +5,18 @@
     python benchmarks/bench.py TREE --linearity SMALL_TREE
 
 The tree is copied into a temporary directory (the one-file run edits a file). Each
-measurement is repeated `--repeat` times (default 5); medians are printed, with the peak
-memory (max RSS of the child, from `resource.getrusage`). ruff runs `--select ALL`: cold with
-`--no-cache`, warm with its cache. Needs `ruff` on PATH (`pip install ruff`).
+measurement is repeated `--repeat` times (default 3), the two tools alternating run by run so
+that a load on the machine weighs on both alike; medians are printed, with the peak memory of
+the largest process of a cold run (its `ru_maxrss`, from `os.wait4`: commgroup-lint's forked
+child counts as a process of its own). ruff runs `--isolated --select ALL` (no configuration
+of the tree's): cold with `--no-cache`, warm with its cache. Needs `ruff` on PATH
+(`pip install ruff`). POSIX only.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -22,48 +24,47 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 CGL = [sys.executable, "-m", "commgroup_lint", "check", "-q"]
-RUFF = ["ruff", "check", "--select", "ALL", "-q", "--exit-zero"]
+RUFF = ["ruff", "check", "--isolated", "--select", "ALL", "-q", "--exit-zero"]
 
 
-def run(command: list[str], cwd: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def run(command: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one command: the `ru_maxrss` of its process, which
+    covers the largest of it and the children it waited for."""
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert child.stderr is not None
+    errors = child.stderr.read()  # drained before waiting: a full pipe would block the child
+    _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, peak if peak > before else 0  # ru_maxrss of children is the max so far
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode not in (0, 1):
+        sys.exit(f"{' '.join(command)} failed ({child.returncode}): {errors[-2000:].decode(errors='replace')}")
+    return elapsed, usage.ru_maxrss / 1024
 
 
-def peak_of(command: list[str], cwd: Path) -> int:
-    """Peak RSS in KiB of one run, through GNU time when present (getrusage keeps a running max)."""
-    if Path("/usr/bin/time").exists():
-        out = subprocess.run(["/usr/bin/time", "-f", "%M", *command], cwd=cwd, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-        try:
-            return int(out.stderr.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return 0
-    return run(command, cwd)[1]
-
-
-def median_of(command: list[str], cwd: Path, repeat: int, before=None) -> float:  # noqa: ANN001
-    times = []
+def alternating(commands: dict[str, list[str]], cwd: Path, repeat: int,
+                before: Callable[[], None] | None = None) -> dict[str, list[tuple[float, float]]]:
+    """Each command `repeat` times, one after the other in turn: (seconds, MB) of each run."""
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(repeat):
-        if before is not None:
-            before()
-        times.append(run(command, cwd)[0])
-    return statistics.median(times)
+        for name, command in commands.items():
+            if before is not None:
+                before()
+            runs[name].append(run(command, cwd))
+    return runs
 
 
 def clear_caches(tree: Path) -> None:
     for name in (".commgroup_lint_cache", ".ruff_cache"):
         shutil.rmtree(tree / name, ignore_errors=True)
+
+
+def median(runs: list[tuple[float, float]], at: int = 0) -> float:
+    return statistics.median(r[at] for r in runs)
 
 
 def measure(tree: Path, repeat: int) -> dict[str, float]:
@@ -78,20 +79,19 @@ def measure(tree: Path, repeat: int) -> dict[str, float]:
 
     r: dict[str, float] = {"files": files}
     try:
-        r["cgl_cold"] = median_of([*CGL, "--no-cache", "."], tree, repeat)
-        r["ruff_cold"] = median_of([*RUFF, "--no-cache", "."], tree, repeat)
+        cold = alternating({"cgl": [*CGL, "--no-cache", "."], "ruff": [*RUFF, "--no-cache", "."]}, tree, repeat)
         clear_caches(tree)
         run([*CGL, "."], tree)
         run([*RUFF, "."], tree)
-        r["cgl_warm"] = median_of([*CGL, "."], tree, repeat)
-        r["ruff_warm"] = median_of([*RUFF, "."], tree, repeat)
-        r["cgl_one"] = median_of([*CGL, "."], tree, repeat, touch)
-        r["ruff_one"] = median_of([*RUFF, "."], tree, repeat, touch)
-        r["cgl_cold_mem"] = peak_of([*CGL, "--no-cache", "."], tree) / 1024
-        r["ruff_cold_mem"] = peak_of([*RUFF, "--no-cache", "."], tree) / 1024
-        r["cgl_warm_mem"] = peak_of([*CGL, "."], tree) / 1024
+        warm = alternating({"cgl": [*CGL, "."], "ruff": [*RUFF, "."]}, tree, repeat)
+        one = alternating({"cgl": [*CGL, "."], "ruff": [*RUFF, "."]}, tree, repeat, touch)
     finally:
         target.write_bytes(original)
+    for key, runs in (("cold", cold), ("warm", warm), ("one", one)):
+        for tool in ("cgl", "ruff"):
+            r[f"{tool}_{key}"] = median(runs[tool])
+    r["cgl_cold_mem"], r["ruff_cold_mem"] = median(cold["cgl"], 1), median(cold["ruff"], 1)
+    r["cgl_warm_mem"] = median(warm["cgl"], 1)
     return r
 
 
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--sglang", metavar="VERSION", help="download this SGLang release instead of TREE")
     parser.add_argument("--linearity", type=Path, metavar="SMALL_TREE",
                         help="also time a smaller tree (e.g. SGLang 0.5.8) and compare time per file")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if (args.tree is None) == (args.sglang is None):
         parser.error("give a TREE or --sglang VERSION")
@@ -143,9 +143,10 @@ def main() -> None:
         report(str(source), big)
         if args.linearity:
             small_tree = copy_tree(args.linearity, base / "small")
+            small_runs = alternating({"cgl": [*CGL, "--no-cache", "."], "ruff": [*RUFF, "--no-cache", "."]},
+                                     small_tree, args.repeat)
             small = {"files": sum(1 for _ in small_tree.rglob("*.py")),
-                     "cgl_cold": median_of([*CGL, "--no-cache", "."], small_tree, args.repeat),
-                     "ruff_cold": median_of([*RUFF, "--no-cache", "."], small_tree, args.repeat)}
+                     "cgl_cold": median(small_runs["cgl"]), "ruff_cold": median(small_runs["ruff"])}
             print(f"\nlinearity (cold, ms per file): {args.linearity}: {int(small['files'])} files")
             for tool in ("cgl", "ruff"):
                 a = small[f"{tool}_cold"] / small["files"] * 1000

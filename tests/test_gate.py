@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from lintkit import PROFILE
 
+from commgroup_lint.discovery import discover
+from commgroup_lint.engine import Linter
 from commgroup_lint.mentions import Mentions
+from commgroup_lint.model import RuleSelection
 
 WORD = "use_symmetric_memory"
 TEXTS = {
@@ -74,3 +79,21 @@ def test_a_half_that_raises_leaves_no_child_behind(monkeypatch: pytest.MonkeyPat
         forked.in_halves(list(range(10)), work)
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child left, not even a zombie
+
+
+def test_a_class_method_helper_counts_only_beside_its_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Buffers.allocate(group)` binds memory: a file calling it through its class is checked (and
+    holds the finding); one that says `allocate` about something else (`smem.allocate`, as
+    FlashInfer's kernels do by the hundred) is not."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tensor.py").write_text(
+        "from sglang.srt.layers.dp_attention import get_local_dp_buffer\n\n\n"
+        "class Buffers:\n    @classmethod\n    def allocate(cls, group):\n        return get_local_dp_buffer(group)\n")
+    (package / "user.py").write_text("from pkg.tensor import Buffers\n\n\ndef forward():\n    return Buffers.allocate(None)\n")
+    (package / "kernel.py").write_text("def kernel(smem):\n    return smem.allocate(None)\n")
+    monkeypatch.chdir(tmp_path)
+    result = Linter(PROFILE, RuleSelection(("CGL",))).lint(discover(["pkg"]))
+    assert [(f.code, f.path, f.start.line) for f in result.findings] == [("CGL001", "pkg/user.py", 5)]
+    assert result.files_using_api == 2  # tensor.py and user.py, not kernel.py

@@ -80,6 +80,10 @@ class _Table(Generic[T]):
     def names(self) -> set[str]:
         return set(self._exact)
 
+    def defined(self) -> dict[str, T]:
+        """Every entry by its exact name (not through `get`: not recorded as a lookup)."""
+        return self._exact
+
     def alias(self, name: str) -> str | None:
         return self._aliases.get(name)
 
@@ -267,14 +271,36 @@ class Api:
 
     @property
     def helper_words(self) -> set[str]:
-        """The module-level helpers of the scanned code that bind memory (set by the index)."""
+        """The final names of the scanned code's helpers that bind memory (set by the index)."""
         return self._helper_words
 
-    @helper_words.setter
-    def helper_words(self, words: set[str]) -> None:
+    def set_helper_words(self, words: set[str], methods: dict[str, set[str]]) -> None:
+        """The scanned code's memory-binding helpers callable by name (`words`, their final
+        names). A word that names only static or class methods (`methods`: word -> the classes
+        defining it) is reached through its class (`NDTensor.allocate(...)`): it counts only in
+        a file that names that class or a scanned subclass of it too, so that the gate skips
+        the files that say `allocate` about something else (FlashInfer's kernels: hundreds)."""
         self._helper_words = words
         self.word_anchors.clear()  # a helper of that name is named by its own name alone
         self.word_anchors.update((w, a) for w, a in self._anchored.items() if w not in words)
+        plain = self._profile_words - self._anchored.keys()  # the profile's own: never anchored
+        for word, classes in methods.items():
+            if word in words and word not in plain:
+                self.word_anchors[word] = self._class_names(classes) | self._anchored.get(word, frozenset())
+
+    def _class_names(self, classes: set[str]) -> frozenset[str]:
+        """The final names of `classes` and of every scanned class deriving from one of them."""
+        below: dict[str, list[str]] = {}
+        for name, info in self.classes.defined().items():
+            for base in info[0]:
+                below.setdefault(base, []).append(name)
+        found, pending = set(), list(classes)
+        while pending:
+            cls = pending.pop()
+            if cls not in found:
+                found.add(cls)
+                pending += below.get(cls, ())
+        return frozenset(name.rpartition(".")[2] for name in found)
 
     def allocation_words(self) -> set[str]:
         """The final names of every call that binds memory: the profile's, and the scanned code's

@@ -49,8 +49,8 @@ def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: s
                    memo: StepMemo | None = None) -> list[FunctionFacts]:
     """The facts of the module's top level and of every function and method in it. With a
     `memo`, each step is recorded there and a step of its last analysis is reused where it holds."""
-    classes = module_classes(module, imports)
-    analysis = _ModuleAnalysis(api, imports, display, classes, memo or StepMemo(None))
+    memo = memo or StepMemo(None)
+    analysis = _ModuleAnalysis(api, imports, display, memo.classes(module, imports), memo)
     top = FunctionFacts(imports.module, None, None)
     top = analysis.memo.run(imports.module, None, partial(analysis.flow, top, module.body, (), None, False, None)).facts
     return [top, *analysis.body(module.body, imports.module, None, {})]
@@ -99,6 +99,11 @@ class StepMemo:
         except KeyError:
             found = self.shapes[key] = compute()
             return found
+
+    def classes(self, module: ir.Module, imports: ImportTable) -> dict[str, ClassInfo]:
+        """The module's classes (`module_classes`), worked out once for all its analyses."""
+        found: dict[str, ClassInfo] = self.shape(module, "classes", partial(module_classes, module, imports))
+        return found
 
     def run(self, qualname: str, inputs: Env | None, compute: Callable[[], tuple[FunctionFacts, Env]],
             method: ir.FunctionDef | None = None) -> Step:

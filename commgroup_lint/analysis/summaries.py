@@ -287,7 +287,7 @@ class SummaryIndex:
         self._memos[display] = (m, memo)
         attributes = class_attributes(facts)
         classes = tuple((name, (bases, methods, attributes.get(name, ()), fields, properties))
-                        for name, (bases, methods, _, fields, properties) in module_classes(m.module, m.imports).items())
+                        for name, (bases, methods, _, fields, properties) in memo.classes(m.module, m.imports).items())
         imported = tuple(sorted({q.rpartition(".")[0] for q in m.imports.aliases().values()} | set(m.imports.aliases().values())))
         return ModuleAnalysis(tuple(entry for entry, _ in found), merged(outside, *(step.lookups for step in memo.steps)),
                               facts, classes, tuple(sorted({x for _, misuses in found for x in misuses})),
@@ -345,6 +345,9 @@ class SummaryIndex:
         found: dict[str, b.Behaviour] = {}
         definitions: dict[str, tuple[str, ...]] = {}
         words: set[str] = set()
+        functions: set[str] = set()  # words naming a module-level function (or a class): plain words
+        methods: dict[str, set[str]] = {}  # words naming a static or class method: the classes defining it
+        classes = self.api.classes.defined()
         for display in self.modules:
             analysis = self.analyses.get(display)
             for entry in analysis.entries if analysis is not None else ():
@@ -354,10 +357,17 @@ class SummaryIndex:
                 if not entry.summary.empty:
                     found[entry.qualname] = entry.summary
                     if entry.by_name and binds_memory(entry.summary):
-                        words.add(_final(entry.qualname))
+                        word, owner = _final(entry.qualname), entry.qualname.rpartition(".")[0]
+                        words.add(word)
+                        if owner in classes:
+                            methods.setdefault(word, set()).add(owner)
+                        else:
+                            functions.add(word)
                     elif entry.qualname.endswith(_INIT) and entry.summary.keeps:  # `Buffer(group=...)`
-                        words.add(_final(entry.qualname[: -len(_INIT)]))
-        self.api.helper_words = words
+                        word = _final(entry.qualname[: -len(_INIT)])
+                        words.add(word)
+                        functions.add(word)
+        self.api.set_helper_words(words, {w: owners for w, owners in methods.items() if w not in functions})
         self._install(found, definitions)
         changed = found != self.summaries
         self.summaries = found

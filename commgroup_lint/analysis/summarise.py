@@ -89,7 +89,18 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Binding(groups=tuple((g, scoped(guard, PORTABLE)) for g, guard in groups))
         return None
 
+    # A value is a graph that shares its parts (an instance's fields hold instances that hold
+    # others, the same ones again and again): each fact is read once, not once per path to it.
+    read: dict[tuple[int, bool], b.Returned | None] = {}
+
     def returned(f: Fact, in_tuple: bool = False) -> b.Returned | None:
+        try:
+            return read[id(f), in_tuple]
+        except KeyError:
+            found = read[id(f), in_tuple] = returned_now(f, in_tuple)
+            return found
+
+    def returned_now(f: Fact, in_tuple: bool) -> b.Returned | None:
         """What a caller needs of a returned fact: what can carry a group or memory, a flag
         relating world sizes, and (in a tuple, beside such items) a constant that decides a branch."""
         if isinstance(f, GroupFact):

@@ -32,6 +32,7 @@ from commgroup_lint.analysis.facts import (
     Guarded,
     ObjectFact,
     ParamFact,
+    PathFact,
     TupleFact,
     Value,
 )
@@ -45,7 +46,7 @@ def join(a: Env, *others: Env) -> Env:
     for other in others:
         for key, value in other.items():
             if key in out and out[key] is not value:
-                out[key] = merge_guards(out[key] | value)
+                out[key] = merge_objects(merge_guards(out[key] | value))
             elif key not in out:
                 out[key] = value
     return out
@@ -62,6 +63,38 @@ def merge_guards(value: Value) -> Value:
         key = _guarded_key(f)
         merged[key] = replace(f, guard=merged[key].guard & f.guard) if key in merged else f
     return frozenset(f for f in value if not isinstance(f, (GroupFact, ParamFact))) | set(merged.values())
+
+
+def merge_objects(value: Value) -> Value:
+    """One object per class: the same object written on several paths (`if c: batch.x = a`
+    after `batch = Batch(...)`) holds on each field what any path stored there, and, where a
+    path stored nothing, what reading the field of an object without it gives (the class's
+    attribute). Read a field at a time, that is what the paths' objects together held; kept
+    apart, k such writes in a row would make 2**k objects (SGLang's `ForwardBatch.init_new`:
+    thousands, each summarised and carried to every caller)."""
+    objects = [f for f in value if type(f) is ObjectFact]
+    if len(objects) < 2:
+        return value
+    # a dict reads a key it lacks as any of its entries: only dicts of the same keys are merged
+    shapes: dict[tuple[str, frozenset[str]], list[ObjectFact]] = {}
+    for f in objects:
+        shapes.setdefault((f.cls, frozenset(n for n, _ in f.fields) if f.cls == DICT else frozenset()), []).append(f)
+    if len(shapes) == len(objects):
+        return value
+    out = set(value).difference(objects)
+    for (cls, _), same in shapes.items():
+        if len(same) == 1:
+            out.add(same[0])
+            continue
+        fields = []
+        for name in sorted({name for f in same for name, _ in f.fields}):
+            held = [f.field(name) for f in same]
+            merged = frozenset().union(*(v for v in held if v is not None))
+            if any(v is None for v in held):
+                merged |= {PathFact(f"{cls}.{name}")}
+            fields.append((name, merge_objects(merge_guards(merged))))
+        out.add(ObjectFact(cls, tuple(fields)))
+    return frozenset(out)
 
 
 def _guarded_key(f: GroupFact | ParamFact) -> object:
