@@ -205,10 +205,9 @@ def format_groups(groups: frozenset[str]) -> str:
 
 
 def path_configuration(cond: frozenset) -> tuple[str | None, Confidence]:
-    """The configuration a path needs (its sizes and flags, not its data), and the confidence
-    a finding that holds on that path has."""
+    """The whole condition of a path (its sizes and flags, and the data it tests), and the
+    confidence a finding that holds on that path has (from its sizes and flags alone)."""
     from commgroup_lint.analysis.conditions import configuration, display_condition
     from commgroup_lint.analysis.verdict import literal_confidence
 
-    literals = configuration(cond)
-    return display_condition(literals) or None, literal_confidence(literals)
+    return display_condition(cond) or None, literal_confidence(configuration(cond))

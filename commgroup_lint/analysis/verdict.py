@@ -39,14 +39,14 @@ class Mismatch:
     consumption: Consumption
     bound: frozenset[str]  # the groups the memory can be bound to under the condition
     consumer: frozenset[str]  # the groups the collective can run on under it
-    literals: PathCondition  # the configuration under which it holds (empty: always)
+    literals: PathCondition  # the whole path condition under which it holds (empty: always)
     confidence: Confidence
     narrowing: PathCondition = frozenset()  # of those, the relations that keep two names two groups
 
     @property
     def configuration_dependent(self) -> bool:
         """Whether the path to the mismatch needs a configuration (not only that two names be two groups)."""
-        return bool(self.literals - self.narrowing)
+        return bool(configuration(self.literals) - self.narrowing)
 
     @property
     def condition(self) -> str | None:
@@ -84,9 +84,9 @@ def mismatches(consumption: Consumption, api: Api) -> list[Mismatch]:
             if not bound or not consumer or bound & consumer or _aliased(bound, consumer, k, api):
                 continue
             narrowing = _distinct(bound, consumer, k, api)
-            literals = configuration(k) | narrowing
+            literals = k | narrowing
             found[k] = Mismatch(consumption, bound, consumer, literals,
-                                _confidence(consumption, bound | consumer, literals), narrowing)
+                                _confidence(consumption, bound | consumer, configuration(literals)), narrowing)
     return sorted(found.values(), key=_preference)
 
 
@@ -118,7 +118,7 @@ def literal_confidence(literals: PathCondition) -> Confidence:
 def _preference(m: Mismatch) -> tuple:
     """Most certain, fewest conditions, first collective; ties by what the finding would say
     (never by the order of a set, which differs between runs)."""
-    return (-m.confidence.rank, len(m.literals), m.consumption.call.span.line, m.consumption.call.span.col,
+    return (-m.confidence.rank, len(configuration(m.literals)), m.consumption.call.span.line, m.consumption.call.span.col,
             display_condition(m.literals), m.consumption.allocation.name, sorted(m.bound), sorted(m.consumer))
 
 
