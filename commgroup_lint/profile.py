@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from commgroup_lint import toml
+from commgroup_lint.config_facts import Fact, as_shipped, parse_facts
 from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
 
@@ -141,6 +142,10 @@ class Profile:
     """Those profiles themselves (each engine's own groups and detection), base first."""
     runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
     """The `[runtime]` table: what only the runtime shim needs (see `runtime_profile`)."""
+    facts: tuple[Fact, ...] = ()
+    """The `[facts]` table: what the engine's configuration space allows (see `config_facts`)."""
+    explain_facts: bool = False
+    """Report the findings the facts remove, and by which fact, instead of the others."""
 
     @property
     def components(self) -> tuple[Profile, ...]:
@@ -175,6 +180,7 @@ class Profile:
             names=tuple(dict.fromkeys(self.names + other.names)),
             parts=self.components + other.components,
             runtime=self.runtime.merged(other.runtime),
+            facts=tuple({f.name: f for f in self.facts + other.facts}.values()),
         )
 
     def detects(self, module: str) -> bool:
@@ -222,7 +228,8 @@ def _load_one(name: str) -> Profile:
         if not path.is_file():
             known = ", ".join(shipped_profiles())
             raise ProfileError(f"unknown profile '{name}' (shipped profiles: {known})")
-        _LOADED[name] = parse_profile(toml.loads(path.read_text(encoding="utf-8")), f"profile '{name}'")
+        parsed = parse_profile(toml.loads(path.read_text(encoding="utf-8")), f"profile '{name}'")
+        _LOADED[name] = replace(parsed, facts=as_shipped(parsed.facts))
     return _LOADED[name]
 
 
@@ -230,7 +237,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories", "unrelated", "runtime",
+    "local_copies", "tensor_factories", "unrelated", "runtime", "facts",
 }
 
 
@@ -311,6 +318,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
         names=(name,),
         runtime=parse_runtime(r, r.table(data, "runtime")),
+        facts=parse_facts(r.table(data, "facts"), r.fail),
     )
 
 

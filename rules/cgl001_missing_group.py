@@ -56,7 +56,8 @@ class MissingGroup(Rule):
         planner = FixPlanner(ctx)
         for fn in ctx.functions:
             for allocation in fn.allocations:
-                if allocation.missing_param is None:
+                fact = ctx.api.invariants.excluding(allocation.cond)
+                if allocation.missing_param is None or ctx.removed(fact):
                     continue
                 message = f"`{allocation.short_name}` is called without its group argument `{allocation.missing_param}`"
                 consumers = [c for c in fn.consumptions if c.allocation.call is allocation.call and c.groups]
@@ -69,5 +70,5 @@ class MissingGroup(Rule):
                 condition, confidence = path_configuration(allocation.cond)
                 if condition:
                     message += f" (on the path where {condition})"
-                yield ctx.finding(type(self), allocation.call.span, message, fix,
-                                  condition=condition, confidence=confidence, allocation=allocation)
+                yield ctx.finding(type(self), allocation.call.span, message, fix if fact is None else None,
+                                  condition=condition, confidence=confidence, allocation=allocation, removed_by=fact)

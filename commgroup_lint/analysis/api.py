@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis.conditions import parse_guarded, parse_relation
+from commgroup_lint.analysis.invariants import Invariants
 from commgroup_lint.profile import Collective, GroupParam, Profile
 
 T = TypeVar("T")
@@ -214,6 +215,12 @@ class Api:
             for group, others in p.aliases.items() for other, relation in others.items()
             if (key := parse_relation(relation))
         }
+        for fact in p.facts:  # group identities and one-rank groups stated as facts
+            key = parse_relation(fact.when[0]) if fact.when else None
+            if key and fact.kind == "same_group":
+                self._aliases.setdefault((fact.groups[0], fact.groups[1]), key)
+            elif key and fact.kind == "single_rank":
+                self._single_rank[fact.groups[0]] = (*self._single_rank.get(fact.groups[0], ()), key)
         self.entries = _Table(profile_entries(p), p.packages, p.unrelated)
         self._shipped = _Table(profile_entries(p), p.packages, p.unrelated)  # never overridden
         self.classes = _Table({}, ())
@@ -223,6 +230,7 @@ class Api:
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
         self.quantities = (frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
                            | frozenset(info.size for info in p.groups.values() if info.size))
+        self.invariants = Invariants(p.facts, self.quantities)
         self.namespaces = frozenset(package.partition(".")[0] for package in p.packages)  # see `module_name_for`
         self._profile_words = self._binding_words()
         self._anchored = self._anchors()
