@@ -23,11 +23,12 @@ MODE = ("$2:forward_batch.dp_padding_mode.is_max_len()", True)
 SOURCE = textwrap.dedent("""\
     from sglang.srt.distributed import get_tp_group
     from sglang.srt.layers.dp_attention import attn_tp_all_gather_into_tensor, get_local_dp_buffer
-    from sglang.srt.layers.dp_attention import world_dp_gather_enabled, get_attention_dp_size
+    from sglang.srt.layers.dp_attention import get_attention_dp_size
+    from acme.flags import elastic_enabled
 
     def forward(x):
         out = get_local_dp_buffer(get_tp_group())
-        if world_dp_gather_enabled() and get_attention_dp_size() > 1:
+        if elastic_enabled() and get_attention_dp_size() > 1:
             attn_tp_all_gather_into_tensor(out, x)
     """)
 
@@ -81,7 +82,7 @@ def test_a_group_identity_fact_makes_two_groups_one(tmp_path: Path, monkeypatch:
     assert "CGL002" in run(tmp_path, monkeypatch, code, "").output
     fact = '[tool.commgroup-lint.extend-profile.facts.cp-is-tp]\nwhen = "attn_cp_size == tp_size"\nsame_group = ["attn_cp", "tp"]\n'
     out = run(tmp_path, monkeypatch, code, fact).output
-    assert "when attn_cp_size != tp_size and attn_dp_size > 1 and world_dp_gather_enabled()" in out
+    assert "when attn_cp_size != tp_size and attn_dp_size > 1 and elastic_enabled()" in out
 
 
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, config: str, *args: str):  # noqa: ANN201
@@ -93,7 +94,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, config: str,
     return result
 
 
-FACT = ('[tool.commgroup-lint.extend-profile.facts.world-gather-unbound]\nwhen = "world_dp_gather_enabled()"\n'
+FACT = ('[tool.commgroup-lint.extend-profile.facts.elastic-unbound]\nwhen = "elastic_enabled()"\n'
         'unbound = true\nsource = "srt/server_args.py:ServerArgs.check"\n')
 
 
@@ -102,10 +103,10 @@ def test_explain_facts_lists_what_each_fact_removed(tmp_path: Path, monkeypatch:
     explained = run(tmp_path, monkeypatch, SOURCE, FACT, "--explain-facts")
     assert explained.exit_code == 1
     assert explained.output.splitlines()[0] == (
-        "a.py:6:11: CGL002 removed by fact `world-gather-unbound` (no memory is bound to a group when "
-        "world_dp_gather_enabled(); srt/server_args.py:ServerArgs.check): memory from `get_local_dp_buffer` is "
-        "bound to group tp but reaches `attn_tp_all_gather_into_tensor` on group attn_tp at line 8, when "
-        "attn_dp_size > 1 and attn_tp_size != tp_size and world_dp_gather_enabled()")
+        "a.py:7:11: CGL002 removed by fact `elastic-unbound` (no memory is bound to a group when "
+        "elastic_enabled(); srt/server_args.py:ServerArgs.check): memory from `get_local_dp_buffer` is "
+        "bound to group tp but reaches `attn_tp_all_gather_into_tensor` on group attn_tp at line 9, when "
+        "attn_dp_size > 1 and attn_tp_size != tp_size and elastic_enabled()")
 
 
 def test_no_shipped_facts_keeps_the_users_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,3 +117,34 @@ def test_explain_facts_with_fix_is_a_usage_error(tmp_path: Path, monkeypatch: py
     result = run(tmp_path, monkeypatch, SOURCE, FACT, "--explain-facts", "--fix")
     assert result.exit_code == 2
     assert "--explain-facts lists what the facts remove" in result.output
+
+
+def test_a_fact_whose_cited_code_changed_is_stale(tmp_path: Path) -> None:
+    from commgroup_lint.fact_citations import citation_problem
+
+    (tmp_path / "srt").mkdir()
+    (tmp_path / "srt" / "args.py").write_text(
+        "class Args:\n    def check(self):\n        assert self.backend == 'mooncake', 'needs mooncake'\n", encoding="utf-8")
+    fact = Fact("f", "unbound", ("flag()",), source="srt/args.py:Args.check", evidence="needs mooncake")
+    assert citation_problem(fact, tmp_path) is None
+    assert citation_problem(Fact("f", "unbound", ("flag()",), source="srt/args.py:Args.validate"), tmp_path) == \
+        "srt/args.py defines no `Args.validate` any more"
+    moved = Fact("f", "unbound", ("flag()",), source="srt/args.py:Args.check", evidence="requires mooncake")
+    assert citation_problem(moved, tmp_path) == "`Args.check` no longer contains 'requires mooncake'"
+
+
+def test_the_shipped_facts_cite_their_sources() -> None:
+    from commgroup_lint.profile import load_shipped
+
+    for fact in load_shipped("sglang").facts:
+        assert fact.shipped and fact.source.partition(":")[2] and fact.evidence, fact.name
+
+
+def test_no_shipped_facts_leaves_out_the_profiles_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = SOURCE.replace("from acme.flags import elastic_enabled",
+                          "from sglang.srt.layers.dp_attention import world_dp_gather_enabled")
+    code = code.replace("elastic_enabled()", "world_dp_gather_enabled()")
+    assert run(tmp_path, monkeypatch, code, "").exit_code == 0
+    kept = run(tmp_path, monkeypatch, code, "", "--no-shipped-facts")
+    assert kept.exit_code == 1
+    assert kept.output.startswith("a.py:7:11: CGL002 memory from `get_local_dp_buffer` is bound to group tp")

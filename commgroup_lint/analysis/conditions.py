@@ -207,9 +207,14 @@ def display_literal(literal: Literal) -> str:
     if op == "<" and operand_scope(left) == "const" and operand_scope(right) != "const":
         # `1 < attn_dp_size` reads `attn_dp_size > 1`
         return f"{display_operand(right)} {'>' if holds else '<='} {display_operand(left)}"
-    if op in ("==", "is") and operand_scope(left) == "const" and operand_scope(right) != "const":
-        left, right = right, left  # `x is not None`, as the source writes it
+    if op in ("==", "is") and _fixed_value(left) and not _fixed_value(right):
+        left, right = right, left  # `x is not None`, `x.dtype == bfloat16`: as the source writes them
     return f"{display_operand(left)} {op if holds else _NEGATED[op]} {display_operand(right)}"
+
+
+def _fixed_value(operand: str) -> bool:
+    """A constant, or a module-level name that is no call's result (`torch.bfloat16`)."""
+    return operand_scope(operand) == "const" or (operand_scope(operand) == GLOBAL and "(" not in operand)
 
 
 def _display_part(part: frozenset[Literal]) -> str:
