@@ -4,7 +4,7 @@ each test written in one of several spellings, with the condition a finding must
 A test is an atom (a module-level flag, an attribute of `self`, a helper predicate, a relation of
 world sizes, a mode of a parameter) possibly negated, and a spelling: a nested `if`, an early
 return, a ternary choosing the buffer, a conjunction `and`, a double negation through `or`, or a
-helper function (called with the buffer) that tests a flag passed as its parameter. The expected
+method, given the test's value as a parameter, that tests it and holds the rest of the path. The expected
 condition is the conjunction of the tests as the source states them, each as `display_literal`
 writes it, plus the relation that makes the two groups two (`attn_tp_size != tp_size`).
 """
@@ -39,6 +39,9 @@ def _atoms(i: int) -> list[Atom]:
         Atom(f"enabled_{i}()", f"enabled_{i}()", f"not enabled_{i}()"),
         Atom(f"get_attention_dp_size() > {i}", f"attn_dp_size > {i}", f"attn_dp_size <= {i}"),
         Atom(f"batch.mode_{i}.is_max_len()", f"batch.mode_{i}.is_max_len()", f"not batch.mode_{i}.is_max_len()"),
+        # a helper predicate whose body the analysis reads: the condition shows the call and what it means
+        Atom(f"dp_size_over_{i}()", f"dp_size_over_{i}() and attn_dp_size > {i}",
+             f"not dp_size_over_{i}() and attn_dp_size <= {i}"),
     ]
 
 
@@ -55,20 +58,25 @@ def generate(seed: int) -> Program:
     helpers: list[str] = []
     module: list[str] = []
     expected = {"attn_tp_size != tp_size"}
-    body: list[str] = ["        out = get_local_dp_buffer(get_tp_group())"]
+    body: list[str] = ["    def forward(self, x, batch):", "        out = get_local_dp_buffer(get_tp_group())"]
+    methods: list[list[str]] = []
     indent = "        "
     tests = []
+    sized = False  # one relation of world sizes per path: two could exclude each other
     for i in range(depth):
-        atom = rng.choice(_atoms(i + 1))
+        atom = rng.choice([a for a in _atoms(i + 1) if not (sized and "size" in a.code)])
+        sized |= "size" in atom.code
         holds = rng.random() < 0.6
         tests.append((atom, holds, rng.choice(SPELLINGS)))
         if atom.code.startswith("_FLAG"):
             module.append(f"{atom.code} = read_flag('{atom.code}')")
         elif atom.code.startswith("enabled"):
             helpers.append(f"def {atom.code[:-2]}():\n    return read_mode().{atom.code[:-2]}\n")
+        elif atom.code.startswith("dp_size_over"):
+            helpers.append(f"def {atom.code[:-2]}():\n    return get_attention_dp_size() > {i + 1}\n")
     consumer = "attn_tp_all_gather_into_tensor(out, x)"
     for n, (atom, holds, spelling) in enumerate(tests):
-        expected.add(atom.shown if holds else atom.negated_shown)
+        expected.update((atom.shown if holds else atom.negated_shown).split(" and "))
         test = atom.code if holds else f"not {atom.code}"
         if spelling == "if":
             body.append(f"{indent}if {test}:")
@@ -86,17 +94,16 @@ def generate(seed: int) -> Program:
             body.append(f"{indent}if not ({_negate(atom.code, holds)} or x is None):")
             indent += "    "
             expected.add("x is not None")
-        else:  # a helper, given the flag, tests it and calls the rest
+        else:  # a method of the layer, given the test's value as a flag, tests it and goes on
             name = f"_step_{n}"
-            passed = atom.code if holds else f"not {atom.code}"
-            helpers.append(f"def {name}(out, x, flag):\n    if flag:\n        return out\n    return None\n")
-            body.append(f"{indent}out = {name}(out, x, {passed})")
-            body.append(f"{indent}if out is None:")
-            body.append(f"{indent}    return None")
-            expected.add("out is not None")
+            body.append(f"{indent}return self.{name}(out, x, batch, {test})")
+            methods.append(body)
+            body = [f"    def {name}(self, out, x, batch, flag):", "        if flag:"]
+            indent = "            "
     body.append(f"{indent}{consumer}")
+    methods.append(body)
     source = HEADER + "\n".join(module) + "\n\n" + "\n".join(helpers) + "\n\n" + "def torch_empty():\n    return None\n\n\n"
-    source += "class Layer:\n    def forward(self, x, batch):\n" + "\n".join(body) + "\n"
+    source += "class Layer:\n" + "\n\n".join("\n".join(m) for m in methods) + "\n"
     line = source.splitlines().index("        out = get_local_dp_buffer(get_tp_group())") + 1
     return Program(source, line, frozenset(expected))
 

@@ -174,8 +174,11 @@ def display_operand(operand: str) -> str:
 
 
 def _short_global(path: str) -> str:
-    """`@sglang.srt.utils._is_hip` -> `_is_hip`; an attribute of a module-level name keeps the name."""
-    return path.rpartition(".")[2]
+    """`@sglang.srt.utils._is_hip` -> `_is_hip`; an attribute of a class keeps the class's name
+    (`_DpGatheredBufferWrapper._dp_max_padding`)."""
+    head, _, name = path.rpartition(".")
+    owner = head.rpartition(".")[2]
+    return f"{owner}.{name}" if owner[:1].isupper() or owner[1:2].isupper() and owner[0] == "_" else name
 
 
 def key_operands(key: str) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from commgroup_lint.analysis.flow.state import (
     dict_key,
     flatten,
     guard,
+    guard_memory,
     iterated_elements,
     merge_guards,
     starred,
@@ -76,7 +77,10 @@ class Expressions(FlowBase):
         if isinstance(e, ir.IfExpr):
             self.eval(e.test)
             when_true, when_false = self.literals(e.test)
-            return merge_guards(frozenset(guard(self.eval(e.body), when_true) | guard(self.eval(e.orelse), when_false)))
+            # a group, or memory, that one branch gives holds only where its test does
+            body = guard_memory(guard(self.eval(e.body), when_true), when_true)
+            orelse = guard_memory(guard(self.eval(e.orelse), when_false), when_false)
+            return merge_guards(frozenset(body | orelse))
         if isinstance(e, ir.TupleExpr):
             items = tuple(self.element(elt) for elt in e.elts)
             if starred(e):
