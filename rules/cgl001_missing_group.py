@@ -56,7 +56,7 @@ class MissingGroup(Rule):
         planner = FixPlanner(ctx)
         for fn in ctx.functions:
             for allocation in fn.allocations:
-                fact = ctx.api.invariants.excluding(allocation.cond)
+                fact = ctx.api.invariants.excluding(allocation.at)
                 if allocation.missing_param is None or ctx.removed(fact):
                     continue
                 message = f"`{allocation.short_name}` is called without its group argument `{allocation.missing_param}`"
@@ -67,7 +67,7 @@ class MissingGroup(Rule):
                 fix, choice = planner.fix(allocation, replace=False)
                 if fix is None:
                     message += f" (no fix: {choice.origin})"
-                condition, confidence = path_configuration(allocation.cond)
+                condition, confidence = path_configuration(allocation.at)  # the call fails whatever its callee does
                 if condition:
                     message += f" (on the path where {condition})"
                 yield ctx.finding(type(self), allocation.call.span, message, fix if fact is None else None,

@@ -114,6 +114,7 @@ class Events(FlowBase):
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement, via=via[0], chosen=via[1],
+            at=self.cond,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)
