@@ -145,3 +145,38 @@ def _text(data: dict[str, Any], key: str, where: str, fail: Any) -> str:
 
 def as_shipped(facts: tuple[Fact, ...]) -> tuple[Fact, ...]:
     return tuple(replace(f, shipped=True) for f in facts)
+
+
+@dataclass(frozen=True)
+class EngineChecks:
+    """`[engine_checks]`: where the engine states its own invariants, for facts read from the
+    checked code (see `analysis.derived_facts`): its validation functions (`assert A, msg`,
+    `if A: raise ...`) and group initialisers (`_ATTN_CP = _TP` under `attn_cp_size == tp_size`),
+    by qualified name (`pkg.mod.function`, `pkg.mod.Class.method`); `names` says what a name
+    there stands for: a world size (`tensor_model_parallel_size = "tp_size"`) or a canonical
+    group (`_TP = "tp"`)."""
+
+    validation: tuple[str, ...] = ()
+    initialisers: tuple[str, ...] = ()
+    names: tuple[tuple[str, str], ...] = ()
+
+    def merged(self, other: EngineChecks) -> EngineChecks:
+        return EngineChecks(tuple(dict.fromkeys(self.validation + other.validation)),
+                            tuple(dict.fromkeys(self.initialisers + other.initialisers)),
+                            tuple(dict(self.names + other.names).items()))
+
+
+def parse_engine_checks(table: dict[str, Any], fail: Any) -> EngineChecks:
+    for key in table:
+        if key not in ("validation", "group_initialisers", "names"):
+            raise fail(f"engine_checks.{key}", "unknown key (expected one of: group_initialisers, names, validation)")
+    lists = []
+    for key in ("validation", "group_initialisers"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise fail(f"engine_checks.{key}", "must be a list of qualified function names")
+        lists.append(tuple(value))
+    names = table.get("names", {})
+    if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
+        raise fail("engine_checks.names", 'must be a table of name = "world size or canonical group"')
+    return EngineChecks(lists[0], lists[1], tuple(names.items()))

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from commgroup_lint import toml
-from commgroup_lint.config_facts import Fact, as_shipped, parse_facts
+from commgroup_lint.config_facts import EngineChecks, Fact, as_shipped, parse_engine_checks, parse_facts
 from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
 
@@ -146,6 +146,8 @@ class Profile:
     """The `[facts]` table: what the engine's configuration space allows (see `config_facts`)."""
     explain_facts: bool = False
     """Report the findings the facts remove, and by which fact, instead of the others."""
+    engine_checks: EngineChecks = field(default_factory=EngineChecks)
+    """The `[engine_checks]` table: where facts are read from the checked code (see `config_facts`)."""
 
     @property
     def components(self) -> tuple[Profile, ...]:
@@ -181,6 +183,7 @@ class Profile:
             parts=self.components + other.components,
             runtime=self.runtime.merged(other.runtime),
             facts=tuple({f.name: f for f in self.facts + other.facts}.values()),
+            engine_checks=self.engine_checks.merged(other.engine_checks),
         )
 
     def detects(self, module: str) -> bool:
@@ -237,7 +240,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories", "unrelated", "runtime", "facts",
+    "local_copies", "tensor_factories", "unrelated", "runtime", "facts", "engine_checks",
 }
 
 
@@ -319,6 +322,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         names=(name,),
         runtime=parse_runtime(r, r.table(data, "runtime")),
         facts=parse_facts(r.table(data, "facts"), r.fail),
+        engine_checks=parse_engine_checks(r.table(data, "engine_checks"), r.fail),
     )
 
 

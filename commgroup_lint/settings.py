@@ -8,9 +8,11 @@ Each file reports as its nearest configuration says (see `scopes`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from commgroup_lint.analysis.api import quantities
+from commgroup_lint.analysis.derived_facts import derived
 from commgroup_lint.cache import Cache, cache_directory, cache_key
 from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import Discovered, discover, is_skipped
@@ -102,5 +104,15 @@ class Settings:
     def lint(self, paths: Sequence[str], files: Sequence[Discovered]) -> tuple[Linter, LintResult]:
         """Check `files` (found under `paths`) with the rest of the project as context, each
         reporting as its nearest configuration says. Raises `ConfigError`."""
-        linter = self.linter(self.scopes(files))
-        return linter, linter.lint(files, context=self.context(paths))
+        context = self.context(paths)
+        linter = self.with_derived_facts([*files, *context]).linter(self.scopes(files))
+        return linter, linter.lint(files, context=context)
+
+    def with_derived_facts(self, files: Sequence[Discovered]) -> Settings:
+        """These settings, the profile's facts extended by those the engine's own checks state
+        in `files` (see `analysis.derived_facts`)."""
+        checks = self.profile.engine_checks
+        if not (checks.validation or checks.initialisers):
+            return self
+        found = tuple(derived(checks, (f.path for f in files if f.content is None), quantities(self.profile)))
+        return replace(self, profile=replace(self.profile, facts=self.profile.facts + found)) if found else self

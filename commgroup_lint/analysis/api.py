@@ -193,6 +193,12 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
     return entries
 
 
+def quantities(p: Profile) -> frozenset[str]:
+    """The world sizes a profile names (as `sizes`, `size_attributes` or a group's `size`)."""
+    return (frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
+            | frozenset(info.size for info in p.groups.values() if info.size))
+
+
 @dataclass
 class Api:
     """The lookup the dataflow consults for every call and attribute it meets."""
@@ -228,8 +234,7 @@ class Api:
         self.misuses = _Table({}, ())
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
-        self.quantities = (frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
-                           | frozenset(info.size for info in p.groups.values() if info.size))
+        self.quantities = quantities(p)
         self.invariants = Invariants(p.facts, self.quantities)
         self.namespaces = frozenset(package.partition(".")[0] for package in p.packages)  # see `module_name_for`
         self._profile_words = self._binding_words()
