@@ -77,6 +77,7 @@ class Allocation:
     via: str | None = None  # "path:line" of the call, in the scanned code, that took it from that helper
     chosen: bool = False  # that call chose the group: the call a fix changes
     at: PathCondition = frozenset()  # the path to the call itself (where a missing argument fails)
+    switch: PathCondition = frozenset()  # of `cond`, what its context's switch needs (`disabled=not symm`)
 
     @property
     def short_name(self) -> str:

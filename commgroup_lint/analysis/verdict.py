@@ -51,8 +51,9 @@ class Mismatch:
 
     @property
     def configuration_dependent(self) -> bool:
-        """Whether the path to the mismatch needs a configuration (not only that two names be two groups)."""
-        return bool(configuration(self.literals) - self.narrowing)
+        """Whether the path to the mismatch needs a configuration (not only that two names be two
+        groups, or that the binding's context be switched on)."""
+        return bool(configuration(self.literals) - self.narrowing - self.consumption.allocation.switch)
 
     @property
     def condition(self) -> str | None:

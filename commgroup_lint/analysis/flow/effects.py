@@ -202,7 +202,7 @@ class Effects(FlowBase):
             if _switched_off(item, arguments):
                 return {UNKNOWN}
             allocation = self.allocate("context", path, c, arguments, item.binding, item.origin,
-                                       self.switched_on(item, arguments))
+                                       switch=self.switched_on(item, arguments))
             return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.PoolContext):  # `use_mem_pool(pool)`: the groups the pool was registered with
             pool = arguments.value(item.pool) or frozenset()
