@@ -35,7 +35,7 @@ from typing import Any
 
 KINDS = ("implies", "never", "unbound", "same_group", "single_rank")
 _KEYS = {"when", "then", "never", "unbound", "same_group", "single_rank", "source", "evidence"}
-_OPERATORS = ("!=", "==", "<=", ">=", "<", ">", " is not ", " is ")
+_OPERATORS = ("!=", "==", "<=", ">=", "<", ">", " is not ", " is ", " not in ", " in ")
 _ATOM = re.compile(r"[\w.*()\[\]',=<>!\- ]+")
 
 

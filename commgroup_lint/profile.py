@@ -123,6 +123,7 @@ class Profile:
     wrappers: dict[str, GroupParam] = field(default_factory=dict)
     sizes: dict[str, str] = field(default_factory=dict)
     size_attributes: dict[str, str] = field(default_factory=dict)
+    rank_names: frozenset[str] = frozenset()  # attributes and getters (final names) that read a rank
     single_rank: dict[str, tuple[str, ...]] = field(default_factory=dict)
     aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     allocators: dict[str, GroupParam] = field(default_factory=dict)
@@ -240,7 +241,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories", "unrelated", "runtime", "facts", "engine_checks",
+    "local_copies", "tensor_factories", "unrelated", "runtime", "facts", "engine_checks", "ranks",
 }
 
 
@@ -308,6 +309,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         wrappers={k: r.group_param(v, r.at("wrappers", k)) for k, v in r.table(data, "wrappers").items()},
         sizes={k: r.string({k: v}, k, "sizes") for k, v in r.table(data, "sizes").items()},
         size_attributes={k: r.string({k: v}, k, "size_attributes") for k, v in r.table(data, "size_attributes").items()},
+        rank_names=frozenset(r.strings(r.table(data, "ranks"), "names", "ranks")),
         single_rank={k: r.relations(v, k) for k, v in r.table(data, "single_rank").items()},
         aliases={k: r.aliases(v, r.at("aliases", k)) for k, v in r.table(data, "aliases").items()},
         allocators={k: r.group_param(v, r.at("allocators", k)) for k, v in r.table(data, "allocators").items()},

@@ -26,7 +26,7 @@ from commgroup_lint.analysis.conditions import (
 )
 from commgroup_lint.config_facts import Fact
 
-_OPS = ("!=", "==", "<=", ">=", "<", ">", "is not", "is")
+_OPS = ("!=", "==", "<=", ">=", "<", ">", "is not", "is", "not in", "in")
 _CONSTANTS = {"None": None, "True": True, "False": False}
 
 
@@ -164,7 +164,7 @@ def _truth(atom: _Atom, cond: set[Literal]) -> bool | None:
             return holds
         if atom.op is not None and relation is not None and relation[1] == atom.op:
             left, _, right = relation
-            pairs = [(left, right)] + ([(right, left)] if atom.op in ("==", "is") else [])
+            pairs = [(left, right)] + ([(right, left)] if atom.op in ("==", "is") else [])  # sorted operands
             assert atom.right is not None
             if any(operand_matches(atom.left, x) and operand_matches(atom.right, y) for x, y in pairs):
                 return holds

@@ -247,9 +247,16 @@ class Expressions(FlowBase):
             elif isinstance(f, ParamFact) and f.name.startswith("**") and not f.name.endswith("]") \
                     and isinstance(key := _const(e.index), str) and key.isidentifier():
                 out.add(ParamFact(f.index, f"{f.name}[{key}]", f.guard))  # `kwargs["group"]`: a keyword argument
-            elif isinstance(f, (BufferFact, ParamFact)):
-                out.add(f)  # a view of the same memory
+            elif isinstance(f, (BufferFact, ParamFact)) and not self.per_rank(e.index):
+                out.add(f)  # a view of the same memory (a rank's own slice is at another offset on
+                # each rank: no collective can use it as symmetric memory, whatever it is bound to)
         return frozenset(out) or UNKNOWN_VALUE
+
+    def per_rank(self, index: ir.Expr | None) -> bool:
+        """Whether a subscript's index reads this rank's place in a group (`[attn_tp_rank]`)."""
+        func = index.func if isinstance(index, ir.Call) else index
+        name = func.attr if isinstance(func, ir.Attr) else func.id if isinstance(func, ir.Name) else None
+        return name is not None and name in self.api.profile.rank_names
 
 
 def _concatenated(left: Value, right: Value) -> Value:
