@@ -9,6 +9,7 @@ fact stale; `scripts/check_releases.py` reports it. The cited file is parsed, ne
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 from commgroup_lint.config_facts import Fact
@@ -43,3 +44,16 @@ def _find(tree: ast.AST, names: list[str]) -> ast.AST | None:
             return None
         scope = found
     return scope
+
+
+def stale(fact: Fact, paths: Iterable[Path]) -> bool:
+    """Whether the file the fact cites is among `paths` and no longer matches it: the checked
+    code is another release than the one the fact was stated for, so it is not applied there."""
+    if not fact.source or fact.derived:
+        return False
+    cited = fact.source.partition(":")[0]
+    for path in paths:
+        posix = path.as_posix()
+        if posix == cited or posix.endswith("/" + cited):
+            return citation_problem(fact, Path(posix[: -len(cited)] or ".")) is not None
+    return False

@@ -148,3 +148,14 @@ def test_no_shipped_facts_leaves_out_the_profiles_facts(tmp_path: Path, monkeypa
     kept = run(tmp_path, monkeypatch, code, "", "--no-shipped-facts")
     assert kept.exit_code == 1
     assert kept.output.startswith("a.py:7:11: CGL002 memory from `get_local_dp_buffer` is bound to group tp")
+
+
+@pytest.mark.parametrize(("enforced", "exit_code"), [(True, 0), (False, 1)])
+def test_a_fact_is_not_applied_where_its_cited_code_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            enforced: bool, exit_code: int) -> None:
+    (tmp_path / "acme").mkdir()
+    message = "elastic needs mooncake" if enforced else "elastic needs any backend"
+    (tmp_path / "acme" / "args.py").write_text(f"def check(a):\n    assert a.ok, {message!r}\n", encoding="utf-8")
+    cited = FACT.replace('source = "srt/server_args.py:ServerArgs.check"\n',
+                         'source = "acme/args.py:check"\nevidence = "elastic needs mooncake"\n')
+    assert run(tmp_path, monkeypatch, SOURCE, cited).exit_code == exit_code
