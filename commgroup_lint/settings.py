@@ -16,8 +16,8 @@ from commgroup_lint.analysis.derived_facts import derived
 from commgroup_lint.cache import Cache, cache_directory, cache_key
 from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import Discovered, discover, is_skipped
-from commgroup_lint.fact_citations import stale
 from commgroup_lint.engine import Linter, LintResult
+from commgroup_lint.fact_citations import stale
 from commgroup_lint.git import IgnoreRules
 from commgroup_lint.model import Confidence, FileScope, RuleSelection
 from commgroup_lint.profile import Profile
