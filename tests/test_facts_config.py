@@ -159,3 +159,20 @@ def test_a_fact_is_not_applied_where_its_cited_code_is_gone(tmp_path: Path, monk
     cited = FACT.replace('source = "srt/server_args.py:ServerArgs.check"\n',
                          'source = "acme/args.py:check"\nevidence = "elastic needs mooncake"\n')
     assert run(tmp_path, monkeypatch, SOURCE, cited).exit_code == exit_code
+
+
+def test_a_fact_removes_a_missing_group_on_a_path_it_excludes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = textwrap.dedent("""\
+        from sglang.srt.layers.dp_attention import get_local_dp_buffer
+        from acme.flags import elastic_enabled
+
+        def f():
+            if elastic_enabled():
+                return get_local_dp_buffer()
+        """)
+    fact = '[tool.commgroup-lint.extend-profile.facts.no-elastic]\nwhen = []\nthen = "not elastic_enabled()"\n'
+    assert run(tmp_path, monkeypatch, code, "").output.startswith("a.py:6:16: CGL001")
+    assert run(tmp_path, monkeypatch, code, fact).exit_code == 0
+    explained = run(tmp_path, monkeypatch, code, fact, "--explain-facts").output
+    assert explained.startswith("a.py:6:16: CGL001 removed by fact `no-elastic` (always not elastic_enabled()): "
+                                "`get_local_dp_buffer` is called without its group argument `group`")
