@@ -49,6 +49,7 @@ class Fact:
     source: str = ""  # `path/in/package.py:Symbol` of the engine code that enforces it
     evidence: str = ""  # a text that code contains (checked by scripts/check_releases.py)
     shipped: bool = False  # stated by a shipped profile (left out by `--no-shipped-facts`)
+    also: tuple[str, ...] = ()  # other places that enforce it (where other releases keep the code)
     derived: bool = False  # read from the checked code (see `analysis.derived_facts`)
 
     def describe(self) -> str:
@@ -118,8 +119,9 @@ def parse_facts(table: dict[str, Any], fail: Any, shipped: bool = False) -> tupl
             raise fail(f"{where}.then", "must name at least one atom")
         if kind in ("same_group", "single_rank") and len(when) != 1:
             raise fail(f"{where}.when", "must be one relation of world sizes (`attn_cp_size == tp_size`)")
-        out.append(Fact(name, kind, when, then, groups, _text(data, "source", where, fail),
-                        _text(data, "evidence", where, fail), shipped))
+        sources = _atoms_or_texts(data, "source", where, fail)
+        out.append(Fact(name, kind, when, then, groups, sources[0] if sources else "",
+                        _text(data, "evidence", where, fail), shipped, also=tuple(sources[1:])))
     return tuple(out)
 
 
@@ -134,6 +136,15 @@ def _atoms(data: dict[str, Any], key: str, where: str, fail: Any) -> tuple[str, 
         if problem:
             raise fail(f"{where}.{key}", problem)
     return tuple(a.strip() for a in value)
+
+
+def _atoms_or_texts(data: dict[str, Any], key: str, where: str, fail: Any) -> list[str]:
+    """`source`: one citation, or a list of them (the places different releases keep the code)."""
+    value = data.get(key, [])
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise fail(f"{where}.{key}", "must be a string or a list of strings (`path/in/package.py:Symbol`)")
+    return value
 
 
 def _text(data: dict[str, Any], key: str, where: str, fail: Any) -> str:

@@ -16,10 +16,16 @@ from commgroup_lint.config_facts import Fact
 
 
 def citation_problem(fact: Fact, package_root: Path) -> str | None:
-    """Why the fact no longer matches the code under `package_root`, or None when it does."""
+    """Why the fact no longer matches the code under `package_root` (at none of the places it
+    cites), or None when it does."""
     if not fact.source:
         return "cites no source (`source = \"path/in/package.py:Symbol\"`)"
-    path, _, symbol = fact.source.partition(":")
+    problems = [_problem(fact, source, package_root) for source in (fact.source, *fact.also)]
+    return None if None in problems else problems[0]
+
+
+def _problem(fact: Fact, source: str, package_root: Path) -> str | None:
+    path, _, symbol = source.partition(":")
     file = package_root / path
     try:
         text = file.read_text(encoding="utf-8")
@@ -47,13 +53,15 @@ def _find(tree: ast.AST, names: list[str]) -> ast.AST | None:
 
 
 def stale(fact: Fact, paths: Iterable[Path]) -> bool:
-    """Whether the file the fact cites is among `paths` and no longer matches it: the checked
-    code is another release than the one the fact was stated for, so it is not applied there."""
+    """Whether a file the fact cites is among `paths` and none of its citations matches: the
+    checked code is another release than the ones the fact was stated for, so it is not
+    applied there."""
     if not fact.source or fact.derived:
         return False
-    cited = fact.source.partition(":")[0]
+    cited = {source.partition(":")[0] for source in (fact.source, *fact.also)}
     for path in paths:
         posix = path.as_posix()
-        if posix == cited or posix.endswith("/" + cited):
-            return citation_problem(fact, Path(posix[: -len(cited)] or ".")) is not None
+        for name in cited:
+            if posix == name or posix.endswith("/" + name):
+                return citation_problem(fact, Path(posix[: -len(name)] or ".")) is not None
     return False

@@ -176,3 +176,19 @@ def test_a_fact_removes_a_missing_group_on_a_path_it_excludes(tmp_path: Path, mo
     explained = run(tmp_path, monkeypatch, code, fact, "--explain-facts").output
     assert explained.startswith("a.py:6:16: CGL001 removed by fact `no-elastic` (always not elastic_enabled()): "
                                 "`get_local_dp_buffer` is called without its group argument `group`")
+
+
+def test_a_fact_may_cite_where_each_release_keeps_its_code(tmp_path: Path) -> None:
+    from commgroup_lint.fact_citations import citation_problem, stale
+
+    (tmp_path / "srt").mkdir()
+    (tmp_path / "srt" / "widths.py").write_text("def derive_widths(tp, dp, cp):\n    return tp // dp // cp\n",
+                                                encoding="utf-8")
+    table = {"when": ["attn_dp_size == 1", "attn_tp_size == 1"], "then": "attn_cp_size == tp_size",
+             "source": ["srt/widths.py:derive_attn_tp_size", "srt/widths.py:derive_widths"], "evidence": "tp // dp // cp"}
+    fact = facts(widths=table)[0]
+    assert (fact.source, fact.also) == ("srt/widths.py:derive_attn_tp_size", ("srt/widths.py:derive_widths",))
+    assert citation_problem(fact, tmp_path) is None
+    assert not stale(fact, [tmp_path / "srt" / "widths.py"])
+    moved = facts(widths={**table, "source": "srt/widths.py:derive_attn_tp_size"})[0]
+    assert stale(moved, [tmp_path / "srt" / "widths.py"])
