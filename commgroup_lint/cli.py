@@ -116,13 +116,19 @@ def main() -> None:
               help="The parser the analysis reads: CPython's (fast) or libcst (the reference; same findings).")
 @click.option("--min-confidence", type=click.Choice([c.value for c in Confidence]), default=None,
               help="Report findings at least this sure (default: the configured one, else medium; see the rule pages).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print each finding's whole condition (text output shortens a long one to \"... and N more\").")
+@click.option("--explain-facts", is_flag=True,
+              help="Report, instead of the findings, those the configuration facts remove, each with its fact.")
+@click.option("--no-shipped-facts", is_flag=True,
+              help="Leave out the facts the shipped profiles state (facts read from the code and your own stay).")
 def check(paths: Sequence[str], output_format: str, select: str | None, extend_select: str | None,
           ignore: str | None, exclude: str | None, extend_exclude: str | None, force_exclude: bool | None,
           respect_gitignore: bool | None, config_path: str | None, profile_name: str | None,
           output_file: str | None, statistics: bool, exit_zero: bool, quiet: bool, fix: bool, unsafe_fixes: bool,
           diff: bool, exit_non_zero_on_fix: bool = False, add_noqa: bool = False, stdin_filename: str | None = None, show_files: bool = False,
           color: str = "auto", no_cache: bool = False, frontend: str = "ast", min_confidence: str | None = None,
-          ) -> None:
+          verbose: bool = False, explain_facts: bool = False, no_shipped_facts: bool = False) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin).
 
     The rest of the project is read for the helpers the checked files use, so
@@ -150,6 +156,12 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         respect_gitignore=respect_gitignore, profile=profile_name, frontend=frontend, cache=not no_cache,
         min_confidence=Confidence(min_confidence) if min_confidence else None, per_file=config_path is None,
     )
+    if explain_facts and (fix or diff or add_noqa):
+        raise UserError("--explain-facts lists what the facts remove: it cannot be combined with --fix, --diff "
+                        "or --add-noqa")
+    settings = replace(settings, profile=replace(
+        settings.profile, explain_facts=explain_facts,
+        facts=tuple(f for f in settings.profile.facts if not (no_shipped_facts and f.shipped))))
     piped = _read_stdin(stdin_filename) if stdin else None
     files = _unless_excluded(settings, piped) if piped is not None else _discover(settings, where)
     if show_files:
@@ -173,6 +185,8 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
             gc.enable()
 
     linter, result = lint()
+    if explain_facts:  # the other rules' findings, which no fact removes, are not what was asked
+        result.findings = [f for f in result.findings if f.removed_by]
     fixed, unwritten = None, False  # unwritten: a fix that could not be written (exit 2)
     if add_noqa:
         sys.exit(_add_noqa(result, quiet, settings.root))
@@ -184,7 +198,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         if report.files:
             linter, result = lint([replace(piped, content=source)])
         _report(result, output_format, quiet, output_file, statistics, report.fixed, unsafe_fixes, color,
-                stderr=True)
+                stderr=True, verbose=verbose)
         sys.exit(_exit_code(result, exit_zero, exit_non_zero_on_fix and report.fixed > 0))
     if fix or diff:
         report = fix_result(linter, result, result.fixable, unsafe_fixes)
@@ -197,7 +211,7 @@ def check(paths: Sequence[str], output_format: str, select: str | None, extend_s
         fixed, unwritten = report.fixed, bool(report.failures)
         if report.files:
             linter, result = lint()
-    _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color)
+    _report(result, output_format, quiet, output_file, statistics, fixed, unsafe_fixes, color, verbose=verbose)
     sys.exit(EXIT_ERROR if unwritten else _exit_code(result, exit_zero, exit_non_zero_on_fix and bool(fixed)))
 
 
@@ -280,7 +294,7 @@ def _load_config(paths: Sequence[str], config_path: str | None) -> Config:
 
 def _report(result: LintResult, output_format: str, quiet: bool, output_file: str | None = None,
             show_statistics: bool = False, fixed: int | None = None, unsafe_fixes: bool = False,
-            color: str = "auto", stderr: bool = False) -> None:
+            color: str = "auto", stderr: bool = False, verbose: bool = False) -> None:
     """Print the report (on stderr when stdout carries the fixed source), or write it to `output_file`."""
     document: str | None
     if show_statistics:
@@ -294,7 +308,7 @@ def _report(result: LintResult, output_format: str, quiet: bool, output_file: st
 
         buffer = io.StringIO() if output_file is not None else None
         console = terminal.console("never" if buffer is not None else color, buffer, stderr)
-        print_findings(console, result, unsafe_fixes)
+        print_findings(console, result, unsafe_fixes, verbose)
         if not quiet:
             for line in summary(result, fixed, unsafe_fixes):
                 console.print(escape(line), soft_wrap=True)

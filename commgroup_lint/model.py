@@ -83,6 +83,7 @@ class Finding:
     condition: str | None = None  # the configuration under which it holds; None: always
     confidence: Confidence = Confidence.HIGH
     binding: Binding | None = None
+    removed_by: str | None = None  # the configuration fact that removes it (shown by `--explain-facts` only)
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:

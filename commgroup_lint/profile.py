@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from commgroup_lint import toml
+from commgroup_lint.config_facts import EngineChecks, Fact, as_shipped, parse_engine_checks, parse_facts
 from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
 
@@ -122,6 +123,7 @@ class Profile:
     wrappers: dict[str, GroupParam] = field(default_factory=dict)
     sizes: dict[str, str] = field(default_factory=dict)
     size_attributes: dict[str, str] = field(default_factory=dict)
+    rank_names: frozenset[str] = frozenset()  # attributes and getters (final names) that read a rank
     single_rank: dict[str, tuple[str, ...]] = field(default_factory=dict)
     aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     allocators: dict[str, GroupParam] = field(default_factory=dict)
@@ -141,6 +143,12 @@ class Profile:
     """Those profiles themselves (each engine's own groups and detection), base first."""
     runtime: RuntimeProfile = field(default_factory=RuntimeProfile)
     """The `[runtime]` table: what only the runtime shim needs (see `runtime_profile`)."""
+    facts: tuple[Fact, ...] = ()
+    """The `[facts]` table: what the engine's configuration space allows (see `config_facts`)."""
+    explain_facts: bool = False
+    """Report the findings the facts remove, and by which fact, instead of the others."""
+    engine_checks: EngineChecks = field(default_factory=EngineChecks)
+    """The `[engine_checks]` table: where facts are read from the checked code (see `config_facts`)."""
 
     @property
     def components(self) -> tuple[Profile, ...]:
@@ -175,6 +183,8 @@ class Profile:
             names=tuple(dict.fromkeys(self.names + other.names)),
             parts=self.components + other.components,
             runtime=self.runtime.merged(other.runtime),
+            facts=tuple({f.name: f for f in self.facts + other.facts}.values()),
+            engine_checks=self.engine_checks.merged(other.engine_checks),
         )
 
     def detects(self, module: str) -> bool:
@@ -222,7 +232,8 @@ def _load_one(name: str) -> Profile:
         if not path.is_file():
             known = ", ".join(shipped_profiles())
             raise ProfileError(f"unknown profile '{name}' (shipped profiles: {known})")
-        _LOADED[name] = parse_profile(toml.loads(path.read_text(encoding="utf-8")), f"profile '{name}'")
+        parsed = parse_profile(toml.loads(path.read_text(encoding="utf-8")), f"profile '{name}'")
+        _LOADED[name] = replace(parsed, facts=as_shipped(parsed.facts))
     return _LOADED[name]
 
 
@@ -230,7 +241,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories", "unrelated", "runtime",
+    "local_copies", "tensor_factories", "unrelated", "runtime", "facts", "engine_checks", "ranks",
 }
 
 
@@ -298,6 +309,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         wrappers={k: r.group_param(v, r.at("wrappers", k)) for k, v in r.table(data, "wrappers").items()},
         sizes={k: r.string({k: v}, k, "sizes") for k, v in r.table(data, "sizes").items()},
         size_attributes={k: r.string({k: v}, k, "size_attributes") for k, v in r.table(data, "size_attributes").items()},
+        rank_names=frozenset(r.strings(r.table(data, "ranks"), "names", "ranks")),
         single_rank={k: r.relations(v, k) for k, v in r.table(data, "single_rank").items()},
         aliases={k: r.aliases(v, r.at("aliases", k)) for k, v in r.table(data, "aliases").items()},
         allocators={k: r.group_param(v, r.at("allocators", k)) for k, v in r.table(data, "allocators").items()},
@@ -311,6 +323,8 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
         names=(name,),
         runtime=parse_runtime(r, r.table(data, "runtime")),
+        facts=parse_facts(r.table(data, "facts"), r.fail),
+        engine_checks=parse_engine_checks(r.table(data, "engine_checks"), r.fail),
     )
 
 

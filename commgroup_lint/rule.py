@@ -15,6 +15,7 @@ from functools import cache
 from typing import TYPE_CHECKING, ClassVar
 
 from commgroup_lint.analysis import ir
+from commgroup_lint.config_facts import Fact
 from commgroup_lint.model import Binding, Confidence, Finding, Fix, Position, Severity
 
 if TYPE_CHECKING:
@@ -61,7 +62,11 @@ class FileContext:
 
     def finding(self, rule: type[Rule], span: ir.Span, message: str, fix: Fix | None = None, *,
                 condition: str | None = None, confidence: Confidence = Confidence.HIGH,
-                allocation: Allocation | None = None) -> Finding:
+                allocation: Allocation | None = None, removed_by: Fact | None = None) -> Finding:
+        """A finding; with `removed_by`, one that a configuration fact removes (see `removed`)."""
+        if removed_by is not None:
+            cited = f"; {removed_by.source}" if removed_by.source else ""
+            message = f"removed by fact `{removed_by.name}` ({removed_by.describe()}{cited}): {message}"
         return Finding(
             code=rule.code,
             path=self.source.display,
@@ -73,7 +78,13 @@ class FileContext:
             condition=condition,
             confidence=confidence,
             binding=self.binding(allocation) if allocation is not None else None,
+            removed_by=removed_by.name if removed_by is not None else None,
         )
+
+    def removed(self, fact: Fact | None) -> bool:
+        """Whether a finding is left out: one a fact removes in a normal run, and in a run that
+        explains the facts (`--explain-facts`), every other one."""
+        return (fact is not None) != self.api.profile.explain_facts
 
     def binding(self, allocation: Allocation) -> Binding:
         """Where the memory gets its group: the call in the scanned code that chose it for the
@@ -205,10 +216,9 @@ def format_groups(groups: frozenset[str]) -> str:
 
 
 def path_configuration(cond: frozenset) -> tuple[str | None, Confidence]:
-    """The configuration a path needs (its sizes and flags, not its data), and the confidence
-    a finding that holds on that path has."""
+    """The whole condition of a path (its sizes and flags, and the data it tests), and the
+    confidence a finding that holds on that path has (from its sizes and flags alone)."""
     from commgroup_lint.analysis.conditions import configuration, display_condition
     from commgroup_lint.analysis.verdict import literal_confidence
 
-    literals = configuration(cond)
-    return display_condition(literals) or None, literal_confidence(literals)
+    return display_condition(cond) or None, literal_confidence(configuration(cond))

@@ -8,13 +8,16 @@ Each file reports as its nearest configuration says (see `scopes`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from commgroup_lint.analysis.api import quantities
+from commgroup_lint.analysis.derived_facts import derived
 from commgroup_lint.cache import Cache, cache_directory, cache_key
 from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import Discovered, discover, is_skipped
 from commgroup_lint.engine import Linter, LintResult
+from commgroup_lint.fact_citations import stale
 from commgroup_lint.git import IgnoreRules
 from commgroup_lint.model import Confidence, FileScope, RuleSelection
 from commgroup_lint.profile import Profile
@@ -102,5 +105,17 @@ class Settings:
     def lint(self, paths: Sequence[str], files: Sequence[Discovered]) -> tuple[Linter, LintResult]:
         """Check `files` (found under `paths`) with the rest of the project as context, each
         reporting as its nearest configuration says. Raises `ConfigError`."""
-        linter = self.linter(self.scopes(files))
-        return linter, linter.lint(files, context=self.context(paths))
+        context = self.context(paths)
+        linter = self.with_engine_facts([*files, *context]).linter(self.scopes(files))
+        return linter, linter.lint(files, context=context)
+
+    def with_engine_facts(self, files: Sequence[Discovered]) -> Settings:
+        """These settings with the facts the engine's own checks state in `files` added (see
+        `analysis.derived_facts`), and without the typed facts whose cited code is among
+        `files` but no longer holds their evidence (another release: see `fact_citations`)."""
+        checks, on_disk = self.profile.engine_checks, [f.path for f in files if f.content is None]
+        found = tuple(derived(checks, on_disk, quantities(self.profile))) if checks.validation or checks.initialisers else ()
+        kept = tuple(f for f in self.profile.facts if not stale(f, on_disk))
+        if not found and len(kept) == len(self.profile.facts):
+            return self
+        return replace(self, profile=replace(self.profile, facts=kept + found))

@@ -56,7 +56,8 @@ class MissingGroup(Rule):
         planner = FixPlanner(ctx)
         for fn in ctx.functions:
             for allocation in fn.allocations:
-                if allocation.missing_param is None:
+                fact = ctx.api.invariants.excluding(allocation.at)
+                if allocation.missing_param is None or ctx.removed(fact):
                     continue
                 message = f"`{allocation.short_name}` is called without its group argument `{allocation.missing_param}`"
                 consumers = [c for c in fn.consumptions if c.allocation.call is allocation.call and c.groups]
@@ -66,8 +67,8 @@ class MissingGroup(Rule):
                 fix, choice = planner.fix(allocation, replace=False)
                 if fix is None:
                     message += f" (no fix: {choice.origin})"
-                condition, confidence = path_configuration(allocation.cond)
+                condition, confidence = path_configuration(allocation.at)  # the call fails whatever its callee does
                 if condition:
                     message += f" (on the path where {condition})"
-                yield ctx.finding(type(self), allocation.call.span, message, fix,
-                                  condition=condition, confidence=confidence, allocation=allocation)
+                yield ctx.finding(type(self), allocation.call.span, message, fix if fact is None else None,
+                                  condition=condition, confidence=confidence, allocation=allocation, removed_by=fact)

@@ -15,8 +15,10 @@ keeps the condition under which it holds, so the finding says when the mismatch 
 always, or when a relation of world sizes or a flag holds (`when tp_size != attn_dp_size`,
 `when self.use_attn_tp_group`). Branches that exclude each other are never combined.
 
-A group with a single rank never mismatches (attention TP when `tp_size == attn_dp_size`), and
-two names for one group object are one group under the relation that makes them one (from
+A collective on a group with a single rank never mismatches (attention TP when
+`tp_size == attn_dp_size`); memory bound to such a group is not registered at all, so a
+collective of a larger group that consumes it is reported (its condition says the size). Two
+names for one group object are one group under the relation that makes them one (from
 SGLang 0.5.9 on attention TP is the TP group when `attn_tp_size == tp_size`; the condition
 then says `attn_tp_size != tp_size`). Two groups created apart (two `new_group` calls over the
 same ranks) are two groups.
@@ -71,7 +73,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.facts import is_symbolic
-from commgroup_lint.analysis.verdict import Mismatch, best, mismatches
+from commgroup_lint.analysis.verdict import Mismatch, Removed, best, mismatches
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, reached
@@ -119,21 +121,30 @@ class GroupMismatch(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Finding]:
         found: dict[int, list[Mismatch]] = {}
+        removed: dict[int, list[Removed]] = {}
         for fn in ctx.functions:
             for c in fn.consumptions:
-                mismatched = mismatches(c, ctx.api)
+                gone: list[Removed] = []
+                mismatched = mismatches(c, ctx.api, gone)
                 if mismatched:
                     found.setdefault(id(c.allocation.call), []).extend(mismatched)
+                if gone:
+                    removed.setdefault(id(c.allocation.call), []).extend(gone)
         planner = FixPlanner(ctx)
-        for mismatched in found.values():
+        for key in dict.fromkeys([*found, *removed]):
+            mismatched = found.get(key) or [m for m, _ in removed[key]]
             lead = best(mismatched)
+            fact = None if key in found else next(f for m, f in removed[key] if m is lead)
+            if ctx.removed(fact):
+                continue
             allocation = lead.consumption.allocation
             fix, why = planner.fix_mismatch(allocation, mismatched)
             message = _message(ctx, lead, mismatched)
             if fix is None and why:
                 message += f" (no fix: {why})"
-            yield ctx.finding(type(self), allocation.call.span, message, fix, condition=lead.condition,
-                              confidence=lead.confidence, allocation=allocation)
+            yield ctx.finding(type(self), allocation.call.span, message, fix if fact is None else None,
+                              condition=lead.condition, confidence=lead.confidence, allocation=allocation,
+                              removed_by=fact)
 
 
 def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
@@ -152,6 +163,8 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
         inside = "fixed inside the helper" if allocation.hidden else "bound inside the helper"
         through = f"taken at {ctx.where(allocation.via)}, " if allocation.via else ""
         subject += f" ({through}{inside} at {ctx.where(allocation.bound_at)})"
+    if lead.plain:
+        subject += " (which has one rank here: the memory is not registered at all)"
     first = lead.consumption
     message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}

@@ -5,7 +5,9 @@
     python scripts/check_releases.py --root /path/to/sglang/python/sglang
 
 Prints, per tree: files, files parsed, CGL000 findings (with their reasons), other findings,
-internal errors (rule, file, error) and the time. Exits 1 on a crash or an internal error.
+internal errors (rule, file, error) and the time; then each shipped configuration fact that no
+longer matches the code it cites in that tree (see `commgroup_lint.fact_citations`). Exits 1
+on a crash or an internal error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
+from commgroup_lint.fact_citations import citation_problem
 from commgroup_lint.profile import load_shipped
 
 
@@ -81,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    internal error: {e.rule} on {e.path}: {e.error}")
         if r["findings"]:
             print("    findings: " + ", ".join(f"{code} {n}" for code, n in sorted(r["findings"].items())))
+        for fact in load_shipped("sglang").facts:
+            problem = citation_problem(fact, root)
+            if problem:
+                print(f"    stale fact `{fact.name}`: {problem}")
         sys.stdout.flush()
     return 1 if failed else 0
 

@@ -285,3 +285,13 @@ def test_machine_formats_print_only_the_document(tmp_path: Path, monkeypatch: py
     result = run_check(tmp_path, monkeypatch, fmt, {"a.py": BAD})
     assert result.stderr == ""
     assert "Found" not in result.stdout
+
+
+def test_text_shortens_a_long_condition_unless_verbose() -> None:
+    from commgroup_lint.reporters.text import conjuncts, shown_message
+
+    condition = "a > 1 and (b or (c and d)) and e and f and g and h"
+    f = Finding("CGL002", "x.py", Position(1, 1), Position(1, 2), f"bound to tp, when {condition}", condition=condition)
+    assert conjuncts(condition) == ["a > 1", "(b or (c and d))", "e", "f", "g", "h"]
+    assert shown_message(f, verbose=False) == "bound to tp, when a > 1 and (b or (c and d)) and e and f and 2 more"
+    assert shown_message(f, verbose=True) == f.message

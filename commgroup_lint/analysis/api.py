@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis.conditions import parse_guarded, parse_relation
+from commgroup_lint.analysis.invariants import Invariants
 from commgroup_lint.profile import Collective, GroupParam, Profile
 
 T = TypeVar("T")
@@ -196,6 +197,12 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
     return entries
 
 
+def quantities(p: Profile) -> frozenset[str]:
+    """The world sizes a profile names (as `sizes`, `size_attributes` or a group's `size`)."""
+    return (frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
+            | frozenset(info.size for info in p.groups.values() if info.size))
+
+
 @dataclass
 class Api:
     """The lookup the dataflow consults for every call and attribute it meets."""
@@ -218,6 +225,12 @@ class Api:
             for group, others in p.aliases.items() for other, relation in others.items()
             if (key := parse_relation(relation))
         }
+        for fact in p.facts:  # group identities and one-rank groups stated as facts
+            key = parse_relation(fact.when[0]) if fact.when else None
+            if key and fact.kind == "same_group":
+                self._aliases.setdefault((fact.groups[0], fact.groups[1]), key)
+            elif key and fact.kind == "single_rank":
+                self._single_rank[fact.groups[0]] = (*self._single_rank.get(fact.groups[0], ()), key)
         self.entries = _Table(profile_entries(p), p.packages, p.unrelated)
         self._shipped = _Table(profile_entries(p), p.packages, p.unrelated)  # never overridden
         self.classes = _Table({}, ())
@@ -225,8 +238,8 @@ class Api:
         self.misuses = _Table({}, ())
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
-        self.quantities = (frozenset(p.sizes.values()) | frozenset(p.size_attributes.values())
-                           | frozenset(info.size for info in p.groups.values() if info.size))
+        self.quantities = quantities(p)
+        self.invariants = Invariants(p.facts, self.quantities)
         self.namespaces = frozenset(package.partition(".")[0] for package in p.packages)  # see `module_name_for`
         self._profile_words = self._binding_words()
         self._anchored = self._anchors()

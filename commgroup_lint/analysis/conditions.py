@@ -16,6 +16,10 @@ literal keeps its meaning exactly as far as its scope reaches:
 A *choice* literal (`%callee%target%site`, see `choice_key`) says which of several callables
 a value called at one place holds: the choice was made elsewhere, under a condition the
 analysis does not carry, so a path that needs one is of unknown feasibility.
+
+A *disjunction* literal (`|...`, see `disjunction`) holds when one of its parts (each a
+conjunction of literals) does: what `A or B` says when true and `A and B` when false, kept so
+that a condition is never weaker than the path's tests.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ Branches = tuple[frozenset[Literal], frozenset[Literal]]
 QUANTITY, GLOBAL, PARAM, LOCAL = "#", "@", "$", "~"
 SELF = "self"
 CHOICE = "%"
+DISJ = "|"
+_PARTS, _ITEMS = "\x1c", "\x1d"  # between a disjunction's parts, between a part's literals
 
 # Each relation as (canonical operator, operands swapped, negated): everything is written with
 # `==`, `is`, `in` or `<`, so a condition and its negation share one key.
@@ -65,6 +71,8 @@ def relation_key(left: str, op: str, right: str) -> tuple[str, bool]:
 
 
 def split_relation(key: str) -> tuple[str, str, str] | None:
+    if key.startswith(DISJ):
+        return None
     found = _RELATION.match(key)
     return (found.group(1), found.group(2), found.group(3)) if found else None
 
@@ -110,6 +118,32 @@ def split_choice(key: str) -> tuple[str, str, str] | None:
     return callee, target, site
 
 
+def disjunction(parts: Iterable[frozenset[Literal]]) -> frozenset[Literal]:
+    """The literals that say "one of `parts` holds": nothing when a part is empty (it holds
+    whatever the path), the part itself when there is one, else one disjunction literal.
+    A part that is a disjunction itself is spread into its parts."""
+    spread: set[frozenset[Literal]] = set()
+    for part in parts:
+        if not part:
+            return frozenset()
+        inner = split_disjunction(next(iter(part))[0]) if len(part) == 1 and next(iter(part))[1] else None
+        spread.update(inner or (part,))
+    if len(spread) == 1:
+        return spread.pop()
+    if not spread:
+        return frozenset()
+    encoded = sorted(_ITEMS.join(sorted(("+" if holds else "-") + key for key, holds in part)) for part in spread)
+    return frozenset({(DISJ + _PARTS.join(encoded), True)})
+
+
+def split_disjunction(key: str) -> tuple[frozenset[Literal], ...] | None:
+    """The parts of a disjunction literal's key, else None."""
+    if not key.startswith(DISJ):
+        return None
+    return tuple(frozenset((item[1:], item[0] == "+") for item in part.split(_ITEMS))
+                 for part in key[1:].split(_PARTS))
+
+
 # operands ------------------------------------------------------------------------------
 
 def constant_operand(value: object) -> str | None:
@@ -140,11 +174,17 @@ def display_operand(operand: str) -> str:
 
 
 def _short_global(path: str) -> str:
-    """`@sglang.srt.utils._is_hip` -> `_is_hip`; an attribute of a module-level name keeps the name."""
-    return path.rpartition(".")[2]
+    """`@sglang.srt.utils._is_hip` -> `_is_hip`; an attribute of a class keeps the class's name
+    (`_DpGatheredBufferWrapper._dp_max_padding`)."""
+    head, _, name = path.rpartition(".")
+    owner = head.rpartition(".")[2]
+    return f"{owner}.{name}" if owner[:1].isupper() or owner[1:2].isupper() and owner[0] == "_" else name
 
 
 def key_operands(key: str) -> tuple[str, ...]:
+    parts = split_disjunction(key)
+    if parts is not None:
+        return tuple(dict.fromkeys(o for part in parts for inner, _ in part for o in key_operands(inner)))
     choice = split_choice(key)
     if choice is not None:
         return (choice[0],)  # the target is a fixed callable: only the callee has a scope
@@ -155,6 +195,10 @@ def key_operands(key: str) -> tuple[str, ...]:
 @lru_cache(maxsize=8192)  # a long `elif` chain shows each of its tests in every later branch's condition
 def display_literal(literal: Literal) -> str:
     key, holds = literal
+    parts = split_disjunction(key)
+    if parts is not None:
+        shown = " or ".join(sorted(_display_part(part) for part in parts))
+        return f"({shown})" if holds else f"not ({shown})"
     choice = split_choice(key)
     if choice is not None:
         return f"{display_operand(choice[0])} {'is' if holds else 'is not'} {choice[1].rpartition('.')[2]}"
@@ -166,7 +210,19 @@ def display_literal(literal: Literal) -> str:
     if op == "<" and operand_scope(left) == "const" and operand_scope(right) != "const":
         # `1 < attn_dp_size` reads `attn_dp_size > 1`
         return f"{display_operand(right)} {'>' if holds else '<='} {display_operand(left)}"
+    if op in ("==", "is") and _fixed_value(left) and not _fixed_value(right):
+        left, right = right, left  # `x is not None`, `x.dtype == bfloat16`: as the source writes them
     return f"{display_operand(left)} {op if holds else _NEGATED[op]} {display_operand(right)}"
+
+
+def _fixed_value(operand: str) -> bool:
+    """A constant, or a module-level name that is no call's result (`torch.bfloat16`)."""
+    return operand_scope(operand) == "const" or (operand_scope(operand) == GLOBAL and "(" not in operand)
+
+
+def _display_part(part: frozenset[Literal]) -> str:
+    shown = display_condition(part)
+    return f"({shown})" if len(part) > 1 else shown
 
 
 def display_condition(literals: Iterable[Literal]) -> str:
@@ -188,6 +244,10 @@ def kind(key: str) -> str:
     which of several callables a value holds (`callable`: chosen where the analysis cannot say when)."""
     if key.startswith(CHOICE):
         return CALLABLE
+    parts = split_disjunction(key)
+    if parts is not None:
+        kinds = {kind(inner) for part in parts for inner, _ in part}
+        return next((k for k in (CALLABLE, FLAG, DATA) if k in kinds), SIZE)
     operands = key_operands(key)
     scopes = [operand_scope(o) for o in operands]
     if QUANTITY in scopes and all(s in (QUANTITY, "const") for s in scopes):
@@ -213,7 +273,36 @@ def contradicts(cond: Iterable[Literal]) -> bool:
     cond = set(cond)
     if any((key, not holds) in cond for key, holds in cond):
         return True
-    return _two_choices(cond) or _bounds_contradict(cond)
+    return _two_choices(cond) or _bounds_contradict(cond) or _no_part_holds(cond)
+
+
+def _no_part_holds(cond: set[Literal]) -> bool:
+    """Whether a disjunction of the literals has every part excluded by the others."""
+    for literal in cond:
+        parts = split_disjunction(literal[0]) if literal[1] else None
+        if parts is not None:
+            rest = cond - {literal}
+            if all(contradicts(rest | part) for part in parts):
+                return True
+    return False
+
+
+def simplify(cond: PathCondition) -> PathCondition:
+    """The same condition, shorter: a disjunction's parts that the other literals exclude are
+    dropped, one that they imply goes, and one left with a single part is that part."""
+    out = set(cond)
+    for literal in sorted(cond):
+        parts = split_disjunction(literal[0]) if literal[1] else None
+        if parts is None:
+            continue
+        rest = out - {literal}
+        if any(part <= rest for part in parts):
+            out = rest
+            continue
+        kept = [part for part in parts if not contradicts(rest | part)]
+        if kept and len(kept) < len(parts):
+            out = rest | disjunction(kept)
+    return frozenset(out)
 
 
 def _two_choices(cond: set[Literal]) -> bool:
@@ -291,6 +380,18 @@ class Substitution:
         out: set[Literal] = set()
         lost = False
         for key, holds in cond:
+            parts = split_disjunction(key) if holds else None
+            if parts is not None:
+                translated_parts = []
+                for part in parts:
+                    literals, part_lost, impossible = self.apply(part)
+                    lost |= part_lost
+                    if not impossible:
+                        translated_parts.append(literals)
+                if not translated_parts:
+                    return frozenset(), lost, True
+                out |= disjunction(translated_parts)
+                continue
             translated = self._literal(key, holds)
             if translated is None:
                 lost = True

@@ -71,11 +71,13 @@ class Allocation:
     hidden: bool = False  # the helper fixes the group inside (it takes none from the caller)
     function: str = ""  # qualified name of the enclosing function
     class_name: str | None = None
-    cond: PathCondition = frozenset()
+    cond: PathCondition = frozenset()  # where the memory is bound: the path here and a helper's inside
     statement: ir.Span = ir.NO_SPAN  # the statement holding the call (a fix may insert before it)
     factory: bool = False  # a context whose body made a fresh tensor (`torch.empty`, ...)
     via: str | None = None  # "path:line" of the call, in the scanned code, that took it from that helper
     chosen: bool = False  # that call chose the group: the call a fix changes
+    at: PathCondition = frozenset()  # the path to the call itself (where a missing argument fails)
+    switch: PathCondition = frozenset()  # of `cond`, what its context's switch needs (`disabled=not symm`)
 
     @property
     def short_name(self) -> str:

@@ -4,9 +4,12 @@ The memory may be bound to one of several groups and the collective may run on o
 several, each possibility under its guard. For every pair of possibilities the condition K
 under which both hold (with the path to the collective) is a configuration to examine:
 under K, the groups the memory can be bound to and the groups the collective can run on
-are those whose guards K does not contradict. When no group is in both (after removing
-groups that have a single rank under K, and reading two names for one group object as
-one), the buffer is consumed on the wrong group whenever K holds.
+are those whose guards K does not contradict. When no group is in both (reading two names
+for one group object as one), the buffer is consumed on the wrong group whenever K holds.
+The two sides of a group with a single rank under K differ: a collective on it is a no-op
+and never mismatches, but memory bound to it is plain memory (its context registers
+nothing), which a collective of a larger group consumes on the slow path. A path that a
+configuration fact excludes (see `invariants`) is no configuration to examine.
 
 Confidence: `high` when K says nothing or only relates world sizes; `medium` when it
 needs a flag or mode the code sets; `low` when the verdict rests on something the analysis
@@ -29,8 +32,10 @@ from commgroup_lint.analysis.conditions import (
     display_condition,
     implies,
     kind,
+    simplify,
 )
 from commgroup_lint.analysis.facts import Consumption, Guarded, is_symbolic
+from commgroup_lint.config_facts import Fact
 from commgroup_lint.model import Confidence
 
 
@@ -39,14 +44,16 @@ class Mismatch:
     consumption: Consumption
     bound: frozenset[str]  # the groups the memory can be bound to under the condition
     consumer: frozenset[str]  # the groups the collective can run on under it
-    literals: PathCondition  # the configuration under which it holds (empty: always)
+    literals: PathCondition  # the whole path condition under which it holds (empty: always)
     confidence: Confidence
     narrowing: PathCondition = frozenset()  # of those, the relations that keep two names two groups
+    plain: bool = False  # every group it is bound to has one rank here: the memory is not registered
 
     @property
     def configuration_dependent(self) -> bool:
-        """Whether the path to the mismatch needs a configuration (not only that two names be two groups)."""
-        return bool(self.literals - self.narrowing)
+        """Whether the path to the mismatch needs a configuration (not only that two names be two
+        groups, or that the binding's context be switched on)."""
+        return bool(configuration(self.literals) - self.narrowing - self.consumption.allocation.switch)
 
     @property
     def condition(self) -> str | None:
@@ -55,6 +62,9 @@ class Mismatch:
 
 def _possible(options: tuple[Guarded, ...], k: PathCondition) -> frozenset[str]:
     return frozenset(g for g, guard in options if not contradicts(k | guard))
+
+
+Removed = tuple["Mismatch", Fact]  # a mismatch and the configuration fact that excludes it
 
 
 def _single_rank(groups: frozenset[str], k: PathCondition, api: Api) -> frozenset[str]:
@@ -66,8 +76,9 @@ def _aliased(bound: frozenset[str], consumer: frozenset[str], k: PathCondition, 
     return any((rel := api.alias(x, y)) is not None and implies(k, rel) for x in bound for y in consumer)
 
 
-def mismatches(consumption: Consumption, api: Api) -> list[Mismatch]:
-    """Every configuration (by its condition) under which the consumption is on the wrong group."""
+def mismatches(consumption: Consumption, api: Api, removed: list[Removed] | None = None) -> list[Mismatch]:
+    """Every configuration (by its condition) under which the consumption is on the wrong group,
+    but those a configuration fact excludes (added to `removed`, when given, with the fact)."""
     bindings = consumption.allocation.groups
     if not bindings or not consumption.groups:
         return []
@@ -80,13 +91,19 @@ def mismatches(consumption: Consumption, api: Api) -> list[Mismatch]:
             bound = _possible(bindings, k)
             consumer = _possible(consumption.groups, k)
             single = _single_rank(bound | consumer, k, api)
-            bound, consumer = bound - single, consumer - single
-            if not bound or not consumer or bound & consumer or _aliased(bound, consumer, k, api):
+            consumer = consumer - single  # a collective on a one-rank group is a no-op
+            if not consumer or (bound - single) & consumer or _aliased(bound - single, consumer, k, api):
                 continue
+            plain = bound <= single  # a one-rank group's context registers nothing: plain memory
             narrowing = _distinct(bound, consumer, k, api)
-            literals = configuration(k) | narrowing
-            found[k] = Mismatch(consumption, bound, consumer, literals,
-                                _confidence(consumption, bound | consumer, literals), narrowing)
+            literals = simplify(k | narrowing)
+            mismatch = Mismatch(consumption, bound, consumer, literals,
+                                _confidence(consumption, bound | consumer, configuration(literals)), narrowing, plain)
+            fact = api.invariants.excluding(literals)
+            if fact is None:
+                found[k] = mismatch
+            elif removed is not None:
+                removed.append((mismatch, fact))
     return sorted(found.values(), key=_preference)
 
 
@@ -118,7 +135,7 @@ def literal_confidence(literals: PathCondition) -> Confidence:
 def _preference(m: Mismatch) -> tuple:
     """Most certain, fewest conditions, first collective; ties by what the finding would say
     (never by the order of a set, which differs between runs)."""
-    return (-m.confidence.rank, len(m.literals), m.consumption.call.span.line, m.consumption.call.span.col,
+    return (-m.confidence.rank, len(configuration(m.literals)), m.consumption.call.span.line, m.consumption.call.span.col,
             display_condition(m.literals), m.consumption.allocation.name, sorted(m.bound), sorted(m.consumer))
 
 

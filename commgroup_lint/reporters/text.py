@@ -15,6 +15,32 @@ if TYPE_CHECKING:
     from rich.console import Console  # rich is imported only to print findings (see `print_findings`)
 
 GUTTER = 7  # the width of a code frame's `  12 | `
+SHOWN_CONJUNCTS = 4  # a longer condition is shortened to these and "and N more" (all with `-v`)
+
+
+def conjuncts(condition: str) -> list[str]:
+    """The top-level parts of a printed condition joined by ` and ` (a parenthesised
+    disjunction is one part)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(condition):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and condition.startswith(" and ", i):
+            parts.append(condition[start:i])
+            start = i + len(" and ")
+    parts.append(condition[start:])
+    return parts
+
+
+def shown_message(f: Finding, verbose: bool) -> str:
+    """The message, its condition shortened to its first conjuncts unless `verbose`: the
+    machine formats and `-v` carry the whole condition."""
+    if verbose or not f.condition:
+        return f.message
+    parts = conjuncts(f.condition)
+    if len(parts) <= SHOWN_CONJUNCTS:
+        return f.message
+    short = " and ".join(parts[:SHOWN_CONJUNCTS]) + f" and {len(parts) - SHOWN_CONJUNCTS} more"
+    return f.message.replace(f"when {f.condition}", f"when {short}", 1)
 
 
 def code_frame(lines: list[str], f: Finding) -> str:
@@ -35,7 +61,7 @@ def help_line(f: Finding) -> str | None:
     return f"{' ' * (GUTTER - 2)}= help: {f.fix.description}{unsafe}"
 
 
-def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = False) -> None:
+def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = False, verbose: bool = False) -> None:
     from rich.markup import escape
 
     lines: dict[str, list[str]] = {}  # by path, split once: a file may hold thousands of findings
@@ -43,7 +69,7 @@ def print_findings(console: Console, result: LintResult, unsafe_fixes: bool = Fa
         mark = "[*] " if applicable(f.fix, unsafe_fixes) else ""
         console.print(
             f"[bold]{escape(printable(f.path))}[/]:{f.start.line}:{f.start.column}: [bold red]{f.code}[/] "
-            f"{escape(mark)}{escape(printable(f.message))}",
+            f"{escape(mark)}{escape(printable(shown_message(f, verbose)))}",
             soft_wrap=True,
         )
         if f.path not in lines:

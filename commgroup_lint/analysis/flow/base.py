@@ -175,7 +175,8 @@ class FlowBase(ABC):
     @abstractmethod
     def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
-                 via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset()) -> Allocation | None: ...
+                 via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
+                 switch: PathCondition = frozenset()) -> Allocation | None: ...
 
     @abstractmethod
     def register(self, register: b.Register, path: str, c: ir.Call, arguments: Arguments) -> None: ...

@@ -10,6 +10,7 @@ from dataclasses import replace
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import (
+    GLOBAL,
     SELF,
     Literal,
     PathCondition,
@@ -120,8 +121,8 @@ class Calls(FlowBase):
                 elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
                     result.add(f)
                     made_new = False
-                elif isinstance(f, PathFact):
-                    targets.append((f"{f.path}.{method}", None, args, None))
+                elif isinstance(f, PathFact):  # `Cls.method()`: a classmethod's `cls` is that class
+                    targets.append((f"{f.path}.{method}", GLOBAL + f.path if f.named else None, args, None))
                 elif (contained := self.container_method(f, method, c, args)) is not None:
                     result |= contained
                     made_new = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
@@ -44,6 +44,17 @@ MAX_REPLAYS = 4  # a callable handed on deeper than this (or to itself) is not f
 class Effects(FlowBase):
     """A callee's behaviour read in the caller's terms: what it consumes, binds and returns here."""
 
+    def switched_on(self, item: b.Context, arguments: Arguments) -> PathCondition:
+        """Where a context with a switch (`disabled=not cls._dp_max_padding`) binds memory: the
+        literals under which the switch leaves it on."""
+        out: PathCondition = frozenset()
+        for expr, off in _switch(item, arguments):
+            if isinstance(expr, ir.Const):
+                continue  # a constant switch is on (or the context was not entered: `_switched_off`)
+            when_true, when_false = self.literals(expr)
+            out |= when_false if off else when_true
+        return out
+
     def substitution(self, arguments: Arguments, receiver: str | None) -> Substitution:
         params: dict[int | str, str | None] = {}
         literals: dict[int | str, Branches] = {}
@@ -52,8 +63,12 @@ class Effects(FlowBase):
         for index, expr, value in passed:
             params[index] = self.operand(expr) if expr is not None else None
             cond = [f for f in value if isinstance(f, CondFact)]
-            if cond:
-                literals[index] = (cond[0].when_true, cond[0].when_false)
+            if cond:  # what the flag means, with the flag itself as the source writes it
+                named = params[index]
+                own = (frozenset({(named, True)}), frozenset({(named, False)})) if named else (frozenset(), frozenset())
+                literals[index] = (cond[0].when_true | own[0], cond[0].when_false | own[1])
+            elif isinstance(expr, (ir.Not, ir.BoolOp, ir.Compare)):  # a test passed as a flag: `f(x, not a)`
+                literals[index] = self.literals(expr)
             if isinstance(expr, ir.Const):
                 constants[index] = expr.value
         return Substitution(params, literals, constants, receiver)
@@ -194,7 +209,8 @@ class Effects(FlowBase):
         if isinstance(item, b.Context):
             if _switched_off(item, arguments):
                 return {UNKNOWN}
-            allocation = self.allocate("context", path, c, arguments, item.binding, item.origin)
+            allocation = self.allocate("context", path, c, arguments, item.binding, item.origin,
+                                       switch=self.switched_on(item, arguments))
             return {ContextFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.PoolContext):  # `use_mem_pool(pool)`: the groups the pool was registered with
             pool = arguments.value(item.pool) or frozenset()
@@ -218,11 +234,13 @@ def _groups_value(groups: tuple[Guarded, ...]) -> Value:
     return frozenset(GroupFact(g, guard) for g, guard in groups) or UNKNOWN_VALUE
 
 
-def _switched_off(item: b.Context, arguments: Arguments) -> bool:
+def _switch(item: b.Context, arguments: Arguments) -> Iterator[tuple[ir.Expr, bool]]:
+    """The expressions that switch the context off, each with the value that does."""
     for keyword, off in ((item.disabled, True), (item.enabled, False)):
-        if keyword is None:
-            continue
-        expr = arguments.expr(b.ArgRef(keyword, None))
-        if isinstance(expr, ir.Const) and expr.value is off:
-            return True
-    return False
+        expr = arguments.expr(b.ArgRef(keyword, None)) if keyword is not None else None
+        if expr is not None:
+            yield expr, off
+
+
+def _switched_off(item: b.Context, arguments: Arguments) -> bool:
+    return any(isinstance(expr, ir.Const) and expr.value is off for expr, off in _switch(item, arguments))

@@ -80,11 +80,13 @@ class Events(FlowBase):
 
     def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
-                 via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset()) -> Allocation | None:
+                 via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
+                 switch: PathCondition = frozenset()) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument); `via`: where the helper took
         it from a deeper one, and whether that call chose the group; `params`: the enclosing
-        function's parameters that are the fixed group (a method called on a group parameter)."""
+        function's parameters that are the fixed group (a method called on a group parameter);
+        `switch`: the literals under which a context's switch leaves it on (part of its condition)."""
         missing: str | None = None
         group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
@@ -113,7 +115,8 @@ class Events(FlowBase):
         allocation = Allocation(
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
-            self.facts.qualname, self.facts.class_name, self.cond | cond, self.statement, via=via[0], chosen=via[1],
+            self.facts.qualname, self.facts.class_name, self.cond | cond | switch, self.statement, via=via[0],
+            chosen=via[1], at=self.cond, switch=switch,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)

@@ -32,6 +32,7 @@ from commgroup_lint.analysis.flow.state import (
     dict_key,
     flatten,
     guard,
+    guard_memory,
     iterated_elements,
     merge_guards,
     starred,
@@ -76,7 +77,10 @@ class Expressions(FlowBase):
         if isinstance(e, ir.IfExpr):
             self.eval(e.test)
             when_true, when_false = self.literals(e.test)
-            return merge_guards(frozenset(guard(self.eval(e.body), when_true) | guard(self.eval(e.orelse), when_false)))
+            # a group, or memory, that one branch gives holds only where its test does
+            body = guard_memory(guard(self.eval(e.body), when_true), when_true)
+            orelse = guard_memory(guard(self.eval(e.orelse), when_false), when_false)
+            return merge_guards(frozenset(body | orelse))
         if isinstance(e, ir.TupleExpr):
             items = tuple(self.element(elt) for elt in e.elts)
             if starred(e):
@@ -243,9 +247,16 @@ class Expressions(FlowBase):
             elif isinstance(f, ParamFact) and f.name.startswith("**") and not f.name.endswith("]") \
                     and isinstance(key := _const(e.index), str) and key.isidentifier():
                 out.add(ParamFact(f.index, f"{f.name}[{key}]", f.guard))  # `kwargs["group"]`: a keyword argument
-            elif isinstance(f, (BufferFact, ParamFact)):
-                out.add(f)  # a view of the same memory
+            elif isinstance(f, (BufferFact, ParamFact)) and not self.per_rank(e.index):
+                out.add(f)  # a view of the same memory (a rank's own slice is at another offset on
+                # each rank: no collective can use it as symmetric memory, whatever it is bound to)
         return frozenset(out) or UNKNOWN_VALUE
+
+    def per_rank(self, index: ir.Expr | None) -> bool:
+        """Whether a subscript's index reads this rank's place in a group (`[attn_tp_rank]`)."""
+        func = index.func if isinstance(index, ir.Call) else index
+        name = func.attr if isinstance(func, ir.Attr) else func.id if isinstance(func, ir.Name) else None
+        return name is not None and name in self.api.profile.rank_names
 
 
 def _concatenated(left: Value, right: Value) -> Value:

@@ -12,6 +12,7 @@ from commgroup_lint.analysis.conditions import (
     SELF,
     Branches,
     constant_operand,
+    disjunction,
     relation_key,
 )
 from commgroup_lint.analysis.facts import (
@@ -39,9 +40,9 @@ class Literals(FlowBase):
             return when_false, when_true
         if isinstance(test, ir.BoolOp):
             parts = [self.literals(v) for v in test.values]
-            if test.op == "and":
-                return frozenset().union(*(p[0] for p in parts)), frozenset()
-            return frozenset(), frozenset().union(*(p[1] for p in parts))
+            if test.op == "and":  # false when one of its operands is: a disjunction
+                return frozenset().union(*(p[0] for p in parts)), disjunction(p[1] for p in parts)
+            return disjunction(p[0] for p in parts), frozenset().union(*(p[1] for p in parts))
         if isinstance(test, ir.Compare) and len(test.ops) == 1:
             left, right = self.operand(test.left), self.operand(test.comparators[0])
             if left and right:
