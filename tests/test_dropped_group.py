@@ -55,7 +55,7 @@ def test_fast_path_on_the_default_group_is_reported_at_its_collective(tmp_path, 
     assert [(f.code, f.start.line, f.start.column, f.confidence) for f in findings] == [
         ("CGL007", line, column, Confidence.HIGH)], program
     assert "when t.numel() < limit;" in findings[0].message
-    assert findings[0].condition is None  # a test of data: no configuration
+    assert findings[0].condition == "t.numel() < limit"  # the whole path condition, its data too
 
 
 @pytest.mark.parametrize(("given", "default"), CASES, ids=[f"{g}-{d}" for g, d in CASES])
