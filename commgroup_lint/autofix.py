@@ -238,6 +238,9 @@ class FixPlanner:
             expression, import_edit = spelled
             edits += [import_edit] if import_edit else []
         where = group_parameter(allocation, self.ctx.api)
+        if where is not None and where.attr:  # `grad_buffer(pgs, n)` binds to `pgs.tp`: not an argument of this call
+            return None, Choice(None, f"the group is the `{where.attr}` of the `{where.param}` this call passes: "
+                                      "change it where that is made")
         if where is not None and where.shape and conv is None:  # `nccl_symm_mem_context` takes `<group>.pynccl_comm`
             expression = f"{expression}.{where.shape}"
         edit = self._argument_edit(allocation, expression, replace, conv)

@@ -21,11 +21,14 @@ from commgroup_lint.analysis.facts import Guarded
 class ArgRef:
     """A parameter: its keyword name and its position among the call's positional arguments
     (None for keyword-only). `shape` is the attribute of a group the argument is, when the
-    API takes a part of the group (`nccl_symm_mem_context(group.pynccl_comm)`)."""
+    API takes a part of the group (`nccl_symm_mem_context(group.pynccl_comm)`); `attr` the
+    attribute of the argument meant, when that is what holds the group (`pgs.tp` of a record
+    parameter `pgs`, `config.group` of a builder's `config`)."""
 
     param: str
     index: int | None
     shape: str | None = None
+    attr: str | None = None
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,9 @@ class FlowBase(ABC):
     def attribute(self, e: ir.Attr) -> Value: ...
 
     @abstractmethod
+    def attribute_of(self, base: Value, attr: str, e: ir.Attr | None = None) -> Value: ...
+
+    @abstractmethod
     def path_value(self, path: str) -> set[Fact]: ...
 
     @abstractmethod
@@ -167,6 +170,12 @@ class FlowBase(ABC):
 
     # events
     @abstractmethod
+    def argument(self, arguments: Arguments, ref: b.ArgRef) -> Value | None: ...
+
+    @abstractmethod
+    def argument_expr(self, arguments: Arguments, ref: b.ArgRef) -> ir.Expr | None: ...
+
+    @abstractmethod
     def as_group(self, value: Value, expr: ir.Expr | None) -> Value: ...
 
     @abstractmethod
@@ -176,13 +185,14 @@ class FlowBase(ABC):
     def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
-                 switch: PathCondition = frozenset()) -> Allocation | None: ...
+                 switch: PathCondition = frozenset(),
+                 param_attr: str | None = None) -> Allocation | None: ...
 
     @abstractmethod
     def register(self, register: b.Register, path: str, c: ir.Call, arguments: Arguments) -> None: ...
 
     @abstractmethod
-    def group_method(self, group: GroupFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
+    def group_method(self, group: GroupFact | ParamFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
 
     @abstractmethod
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None: ...

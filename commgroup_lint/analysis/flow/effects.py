@@ -73,6 +73,23 @@ class Effects(FlowBase):
                 constants[index] = expr.value
         return Substitution(params, literals, constants, receiver)
 
+    def argument(self, arguments: Arguments, ref: b.ArgRef) -> Value | None:
+        """What the call passes for `ref`: the argument, or the attribute of it `ref.attr` names
+        (`pgs.tp` of the record a caller passes), read as the code would read it."""
+        value = arguments.value(ref)
+        if value is None or not ref.attr:
+            return value
+        for attr in ref.attr.split("."):
+            value = self.attribute_of(value, attr)
+        return value
+
+    def argument_expr(self, arguments: Arguments, ref: b.ArgRef) -> ir.Expr | None:
+        """The expression `argument` reads (`pgs.tp`), which names a group known by no other means."""
+        expr = arguments.expr(ref)
+        for attr in (ref.attr.split(".") if ref.attr else ()):
+            expr = ir.Attr(expr, attr, expr.span) if expr is not None else None
+        return expr
+
     def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
                       sub: Substitution) -> None:
         display = path.partition("(")[0].rpartition(".")[2]
@@ -81,15 +98,15 @@ class Effects(FlowBase):
             if impossible:
                 continue
             if consume.group is not None:
-                group_value = arguments.value(consume.group)
+                group_value = self.argument(arguments, consume.group)
                 omitted = group_value is None or group_value == NONE_VALUE
                 if group_value is None or omitted:  # `group=None` is the default too
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
                     passed = group_value
-                    group_value = self.as_group(passed, arguments.expr(consume.group))
+                    group_value = self.as_group(passed, self.argument_expr(arguments, consume.group))
                     if guarded_groups(group_value) is None:  # not even known by its expression
-                        self.note_lost(c, passed, arguments.expr(consume.group))
+                        self.note_lost(c, passed, self.argument_expr(arguments, consume.group))
                 how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
                 self.note_group_use(c, consume.name or display, group_value, how, cond,
                                     arguments.expr(consume.group), consume.group.param)
@@ -173,7 +190,7 @@ class Effects(FlowBase):
         if isinstance(item, b.Size):
             return {SizeFact(item.quantity)}
         if isinstance(item, b.Argument):
-            value = arguments.value(item.arg)
+            value = self.argument(arguments, item.arg)
             return set(value) if value is not None else {UNKNOWN}
         if isinstance(item, b.Flag):
             when_true, when_false = self.translate(item.when_true, sub), self.translate(item.when_false, sub)

@@ -81,19 +81,21 @@ class Events(FlowBase):
     def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
-                 switch: PathCondition = frozenset()) -> Allocation | None:
+                 switch: PathCondition = frozenset(),
+                 param_attr: str | None = None) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument); `via`: where the helper took
         it from a deeper one, and whether that call chose the group; `params`: the enclosing
         function's parameters that are the fixed group (a method called on a group parameter);
-        `switch`: the literals under which a context's switch leaves it on (part of its condition)."""
+        `param_attr` the attribute of it that is (`pgs.tp`); `switch`: the literals under which a
+        context's switch leaves it on (part of its condition)."""
         missing: str | None = None
         group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
         if binding.param is None:
             groups = binding.groups or None
         else:
-            value = arguments.value(binding.param)
+            value = self.argument(arguments, binding.param)
             if value is not None and (_is_none(arguments.expr(binding.param)) or value == NONE_VALUE):
                 value = None  # `group=None`: the default
             if value is None and binding.default:
@@ -108,15 +110,17 @@ class Events(FlowBase):
                 value = frozenset(flatten(value))  # a list of groups: bound to each of them
                 # `groups=self.groups`, None on some paths: a None the callee replaced before using it
                 value -= NONE_VALUE
-                value = self.as_group(value, arguments.expr(binding.param))
+                value = self.as_group(value, self.argument_expr(arguments, binding.param))
                 groups = guarded_groups(value)
                 self.want_groups(value)
                 group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
+                param_attr = next((f.attr for f in value if isinstance(f, ParamFact)), None) \
+                    if len(group_params) == 1 else None
         allocation = Allocation(
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond | switch, self.statement, via=via[0],
-            chosen=via[1], at=self.cond, switch=switch,
+            chosen=via[1], at=self.cond, switch=switch, param_attr=param_attr,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)
@@ -137,8 +141,9 @@ class Events(FlowBase):
         if allocation is not None and self.reference_key(target) is not None:
             self.bind(target, frozenset({BufferFact(allocation)}), None)
 
-    def group_method(self, group: GroupFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
-        """A method called on a group (or on an object standing for one)."""
+    def group_method(self, group: GroupFact | ParamFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """A method called on a group (or on an object standing for one), known here or the
+        function's parameter (each caller's group)."""
         methods = self.api.profile.methods
         if method in methods.collective:
             self.note_group_use(c, method, frozenset({group}), "given",
@@ -151,13 +156,21 @@ class Events(FlowBase):
         if method in methods.same_group:
             return {group}
         if method in methods.size:
-            return {self.group_size(group)}
+            return {self.group_size(group)} if isinstance(group, GroupFact) else {UNKNOWN}
+        param = group if isinstance(group, ParamFact) else None
+        named = GroupFact(SYMBOLIC + param.text, param.guard) if param is not None else group
+        assert isinstance(named, GroupFact)
         if method in methods.register_pool and c.args and not c.args[0].star:
-            self.bind_pool(c.args[0].value, frozenset({group}))
+            self.bind_pool(c.args[0].value, frozenset({named}))
             return {UNKNOWN}
         if method in methods.allocator:
-            binding = b.Binding(groups=((group.group, group.guard),))
-            allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None)
+            # `tp_group.device_communicator.get_symmetric_memory_buffer(...)`: memory bound to
+            # the group, a parameter's being whatever group each caller passes
+            binding = b.Binding(groups=((named.group, named.guard),))
+            allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None,
+                                       hidden=False if param is not None else None,
+                                       params=frozenset({param.index}) if param is not None else frozenset(),
+                                       param_attr=param.attr if param is not None else None)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         return set()
 
@@ -213,7 +226,7 @@ class Events(FlowBase):
         groups = guarded_groups(group_value)
         self.want_groups(group_value)
         for f in flatten(value):
-            if isinstance(f, ParamFact) and groups is not None:
+            if isinstance(f, ParamFact) and f.attr is None and groups is not None:  # (`x.grad`: other memory)
                 uses = self.facts.param_uses.setdefault(f.index, [])
                 use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
                                scoped(self.cond | extra | f.guard, PORTABLE), name)
