@@ -10,13 +10,14 @@ own functions are entries of the same shape, installed over the profile's.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis.conditions import parse_guarded, parse_relation
 from commgroup_lint.analysis.invariants import Invariants
 from commgroup_lint.profile import Collective, GroupParam, Profile
+from commgroup_lint.profile_objects import ObjectConsumer
 
 T = TypeVar("T")
 
@@ -118,9 +119,18 @@ def _fixed(groups: frozenset[str]) -> tuple[tuple[str, frozenset], ...]:
     return tuple(sorted(map(parse_guarded, groups), key=lambda g: (g[0], sorted(g[1]))))
 
 
-def _binding(p: GroupParam) -> b.Binding:
+def _binding(p: GroupParam, attr: str | None = None) -> b.Binding:
     default = _fixed(frozenset({p.default})) if p.default else ()
-    return b.Binding(param=_arg(p), default=default, required=not p.default)
+    return b.Binding(param=replace(_arg(p), attr=attr), default=default, required=not p.default)
+
+
+def _object_consumes(c: ObjectConsumer) -> tuple[b.Consume, ...]:
+    """An op that takes a group-bound object consumes it on the group it runs on: its own
+    group argument's, else the object's (listed, never a mismatch)."""
+    if c.group is None:
+        return (b.Consume(_arg(c.object), on_object=_arg(c.object), objects=True),)
+    default = _fixed(frozenset({c.group.default})) if c.group.default else ()
+    return (b.Consume(_arg(c.object), group=_arg(c.group), default=default, objects=True),)
 
 
 def _consumes(c: Collective) -> tuple[b.Consume, ...]:
@@ -175,6 +185,8 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
         calls.setdefault(name, []).append(b.Argument(_arg(param)))
     for name, param in p.allocators.items():
         calls.setdefault(name, []).append(b.Memory(_binding(param), "allocator"))
+    for name, builder in p.objects.builders.items():  # an object bound to a group is memory bound to it
+        calls.setdefault(name, []).append(b.Memory(_binding(builder.group, builder.attr), "object"))
     for name, ctx in p.contexts.items():
         calls.setdefault(name, []).append(b.Context(_binding(ctx.group), ctx.disabled, ctx.enabled))
     for name, reg in p.registrations.items():
@@ -186,6 +198,8 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
         effects.setdefault(name, {})["binds_pools"] = (b.BindPool(_arg(binding.pool), _arg(binding.groups)),)
     for name, collective in p.collectives.items():
         effects.setdefault(name, {})["consumes"] = _consumes(collective)
+    for name, consumer in p.objects.consumers.items():
+        effects.setdefault(name, {})["consumes"] = _object_consumes(consumer)
     for name in p.local_copies:
         effects.setdefault(name, {})["copies"] = ((b.ArgRef("local_tokens", 0), b.ArgRef("global_tokens", 1)),)
     entries: dict[str, b.Entry] = {}
@@ -342,4 +356,5 @@ class Api:
             entry = self.entries.get(name)
             if entry is not None and binds_memory(entry.call):
                 words.add(name.partition("(")[0].rpartition(".")[2])
-        return words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+        return (words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+                | set(self.profile.objects.allocator_methods))

@@ -154,6 +154,8 @@ class Consume:
     default: tuple[Guarded, ...] = ()
     cond: PathCondition = frozenset()
     name: str | None = None  # the collective's display name, when not the callee's
+    on_object: ArgRef | None = None  # without `group`: it runs on the group of the object this argument holds
+    objects: bool = False  # it consumes only objects bound to a group (a workspace), not memory (see `profile_objects`)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,16 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import Branches, Literal, PathCondition, Substitution
-from commgroup_lint.analysis.facts import Allocation, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact, Value
+from commgroup_lint.analysis.facts import (
+    Allocation,
+    BufferFact,
+    Fact,
+    FunctionFacts,
+    GroupFact,
+    ObjectFact,
+    ParamFact,
+    Value,
+)
 from commgroup_lint.analysis.flow.arguments import Arguments
 from commgroup_lint.analysis.flow.state import MEMBER, Env, Scope, reference_key
 
@@ -202,7 +211,16 @@ class FlowBase(ABC):
 
     @abstractmethod
     def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
-                extra: PathCondition, lost: bool) -> None: ...
+                extra: PathCondition, lost: bool, objects: bool = False) -> None: ...
+
+    @abstractmethod
+    def is_object_method(self, method: str) -> bool: ...
+
+    @abstractmethod
+    def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
+
+    @abstractmethod
+    def object_groups(self, value: Value) -> Value: ...
 
     @abstractmethod
     def note_group_use(self, c: ir.Call, name: str, groups: Value, how: str, extra: PathCondition = frozenset(),

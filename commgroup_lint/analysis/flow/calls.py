@@ -106,6 +106,8 @@ class Calls(FlowBase):
                     # a group parameter (or a record's group) is the group its caller passes:
                     # what the profile says of a group's methods holds of it, in the caller's terms
                     result |= self.group_method(f, method, c, args)
+                elif isinstance(f, BufferFact) and f.allocation.how == "object" and self.is_object_method(method):
+                    result |= self.object_method(f, method, c, args)
                 elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
                     result.add(f)
                     made_new = False

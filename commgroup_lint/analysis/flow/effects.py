@@ -110,6 +110,8 @@ class Effects(FlowBase):
                 how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
                 self.note_group_use(c, consume.name or display, group_value, how, cond,
                                     arguments.expr(consume.group), consume.group.param)
+            elif consume.on_object is not None:  # `allreduce_fusion(x, workspace=ws)`: on the workspace's group
+                group_value = self.object_groups(arguments.value(consume.on_object) or frozenset()) or UNKNOWN_VALUE
             else:
                 group_value = _groups_value(consume.groups)
                 self.note_group_use(c, consume.name or display, group_value, "fixed", cond)
@@ -125,7 +127,7 @@ class Effects(FlowBase):
                         self.note_lost(c, value, given.value)
                 buffer_values += [v for _, v in arguments.bound]
             for value in buffer_values:
-                self.consume(c, value, group_value, consume.name or display, cond, lost)
+                self.consume(c, value, group_value, consume.name or display, cond, lost, consume.objects)
         for dst, src in behaviour.copies:
             self.local_copy(arguments.value(dst), arguments.value(src))
         for register in behaviour.registers:

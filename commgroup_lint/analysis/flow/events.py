@@ -27,6 +27,7 @@ from commgroup_lint.analysis.facts import (
     PathFact,
     SizeFact,
     Value,
+    is_symbolic,
 )
 from commgroup_lint.analysis.flow.arguments import Arguments
 from commgroup_lint.analysis.flow.base import FlowBase
@@ -207,6 +208,34 @@ class Events(FlowBase):
             return "attribute" if isinstance(expr, ir.Attr) else "subscript"
         return "name" if isinstance(expr, ir.Name) else "expression"
 
+    def is_object_method(self, method: str) -> bool:
+        objects = self.api.profile.objects
+        return method in objects.consumer_methods or method in objects.allocator_methods
+
+    def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """A method called on an object bound to a group (`buffer.combine(x, handle)`): the
+        profile's `[objects.methods]` run on the object's group, or return its memory."""
+        if method in self.api.profile.objects.consumer_methods:
+            groups = self.object_groups(frozenset({obj}))  # (no group use: it is given no group)
+            for value in (frozenset({obj}), *args):  # itself (listed), and another object given to it
+                self.consume(c, value, groups, method, frozenset(), False, objects=True)
+            return {UNKNOWN}
+        return {obj}  # an allocator method: a view of the object's own memory
+
+    def object_groups(self, value: Value) -> Value:
+        """The groups the objects in `value` are bound to (a parameter's symbolic group stands
+        for that parameter again, so a caller reads it in its own terms)."""
+        out: set[Fact] = set()
+        for f in flatten(value):
+            if isinstance(f, BufferFact) and f.allocation.how == "object":
+                for group, guard in f.allocation.groups or ():
+                    name = group[len(SYMBOLIC):] if is_symbolic(group) else None
+                    if name is not None and name in self.params and len(f.allocation.group_params) == 1:
+                        out.add(ParamFact(self.params[name], name, guard))
+                    else:
+                        out.add(GroupFact(group, guard))
+        return frozenset(out)
+
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
         """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
         `use_mem_pool(pool)`) is bound to the group too, so the pool's variable carries it."""
@@ -222,17 +251,20 @@ class Events(FlowBase):
         return SizeFact(info.size) if info is not None and info.size and not group.guard else UNKNOWN
 
     def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
-                extra: PathCondition, lost: bool) -> None:
+                extra: PathCondition, lost: bool, objects: bool = False) -> None:
+        """The memory in `value` consumed on `group_value`; with `objects`, by an op that takes
+        group-bound objects (a workspace, a buffer), which consumes only those: it copies any
+        other tensor in, and a collective takes an object's memory like any tensor."""
         groups = guarded_groups(group_value)
         self.want_groups(group_value)
         for f in flatten(value):
-            if isinstance(f, ParamFact) and f.attr is None and groups is not None:  # (`x.grad`: other memory)
+            if isinstance(f, ParamFact) and f.attr is None and groups is not None and not objects:  # (`x.grad`: other memory)
                 uses = self.facts.param_uses.setdefault(f.index, [])
                 use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
                                scoped(self.cond | extra | f.guard, PORTABLE), name)
                 if use not in uses:
                     uses.append(use)
-            if not isinstance(f, BufferFact) or groups is None:
+            if not isinstance(f, BufferFact) or groups is None or (f.allocation.how == "object") != objects:
                 continue
             allocation = f.allocation
             canonical = self._allocations.get((id(allocation.call), allocation.name))
