@@ -18,6 +18,7 @@ from typing import Any
 
 from commgroup_lint import toml
 from commgroup_lint.config_facts import EngineChecks, Fact, as_shipped, parse_engine_checks, parse_facts
+from commgroup_lint.profile_checks import check_profile
 from commgroup_lint.profile_objects import Objects, parse_objects
 from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
@@ -283,7 +284,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
     r = _Reader(origin, prefix)
     r.no_unknown(data, _TOP_KEYS, "")
     head = r.table(data, "profile")
-    r.no_unknown(head, {"name", "description", "packages", "detect", "extends"}, "profile")
+    r.no_unknown(head, {"name", "description", "packages", "detect", "extends", "pinned"}, "profile")
     name = r.string(head, "name", "profile", default="custom")
     extends = r.strings(head, "extends", "profile")
     for base in extends:
@@ -295,7 +296,8 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
     methods = r.table(data, "methods")
     r.no_unknown(methods, {f.name for f in fields(Methods)}, "methods")
     legacy_collective = r.strings(r.table(data, "collective_methods"), "names", "collective_methods")
-    return Profile(
+    pinned = r.strings(head, "pinned", "profile")
+    profile = Profile(
         name=name,
         description=r.string(head, "description", "profile", default=""),
         packages=tuple(r.strings(head, "packages", "profile")),
@@ -330,7 +332,10 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         runtime=parse_runtime(r, r.table(data, "runtime")),
         facts=parse_facts(r.table(data, "facts"), r.fail),
         engine_checks=parse_engine_checks(r.table(data, "engine_checks"), r.fail),
+        pinned=frozenset(pinned),
     )
+    check_profile(r, profile, pinned)
+    return profile
 
 
 class _Reader:

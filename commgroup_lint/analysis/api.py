@@ -33,8 +33,11 @@ class _Table(Generic[T]):
         self._unrelated = unrelated  # matched by nothing but their exact name
         self._tails: dict[str, str | None] = {}  # name -> its tail key (asked again and again)
         self._exact = dict(entries)
+        self._shipped_names = frozenset(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
         self._shipped_tails = frozenset(self._by_tail)
+        self._shipped_by_tail = {key: name for name in entries if (key := self.tail_key(name))}
+        self.replaced: dict[str, str] = {}  # a scanned name installed over a shipped entry -> that entry's name
         self._hidden: set[str] = set()
         self._aliases: dict[str, str] = {}  # `pkg.name` -> `pkg.mod.name`: what a module imports, others import from it
         self._answers: dict[str, T | None] = {}  # what `get` answered since the table last changed
@@ -95,6 +98,9 @@ class _Table(Generic[T]):
         re-exported API), never for names of its own (two classes' `forward` are two methods)."""
         self._answers.clear()
         for name, value in entries.items():
+            shipped = name if name in self._shipped_names else self._shipped_by_tail.get(self.tail_key(name) or "")
+            if shipped is not None:
+                self.replaced[name] = shipped
             self._exact[name] = value
             self._hidden.discard(name)
             if (key := self.tail_key(name)) and key in self._shipped_tails:
@@ -104,6 +110,9 @@ class _Table(Generic[T]):
     def hide(self, name: str) -> None:
         """A scanned definition says `name` is not what the profile thinks (an old signature)."""
         self._answers.clear()
+        shipped = name if name in self._shipped_names else self._shipped_by_tail.get(self.tail_key(name) or "")
+        if shipped is not None:
+            self.replaced[name] = shipped
         self._exact.pop(name, None)
         self._hidden.add(name)
         if key := self.tail_key(name):
@@ -276,6 +285,17 @@ class Api:
             return False
         shipped = self._shipped.get(name)
         return shipped is None or not binds_memory(shipped.call) or binds_memory(summary)
+
+    def overridden(self) -> list[tuple[str, str, str | None]]:
+        """The profile's entries the scanned code replaced, as (entry, scanned definition, where
+        it is defined), for profile authors: an entry that differs from the definition it stands
+        for is silently not used, unless pinned."""
+        found = []
+        for name, shipped in sorted(self.entries.replaced.items()):
+            current, original = self.entries.get(name), self._shipped.get(shipped)
+            if current != original:  # (None: hidden, the definition takes no such parameter)
+                found.append((shipped, name, current.call.origin if current is not None and current.call else None))
+        return found
 
     def is_pinned(self, name: str) -> bool:
         """The user's configuration describes `name`: the scanned code's definition does not override it."""
