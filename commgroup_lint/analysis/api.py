@@ -280,10 +280,14 @@ class Api:
         """Whether the scanned definition's summary replaces the profile's entry for `name`: not
         when the user pinned the entry, nor when the entry binds memory and the summary does not
         (a definition the analysis cannot read through, such as a context class, must not erase
-        what the profile knows)."""
+        what the profile knows), nor when the entry builds an object and the summary returns no
+        memory (a builder that returns pointers or handles to what it registers: the body says
+        which group, only the profile says that the result is the object)."""
         if self.is_pinned(name):
             return False
         shipped = self._shipped.get(name)
+        if self.builds_object(name) and summary.allocator() is None:
+            return False
         return shipped is None or not binds_memory(shipped.call) or binds_memory(summary)
 
     def overridden(self) -> list[tuple[str, str, str | None]]:
@@ -301,6 +305,13 @@ class Api:
         """The user's configuration describes `name`: the scanned code's definition does not override it."""
         pinned = self.profile.pinned
         return name in pinned or (key := self.entries.tail_key(name)) is not None and key in self._pinned_tails
+
+    def builds_object(self, name: str) -> bool:
+        """Whether the profile says `name` builds an object bound to a group (`[objects.builders]`):
+        what its scanned definition returns is that object, whatever group the body binds it to."""
+        shipped = self._shipped.get(name)
+        return shipped is not None and shipped.call is not None and any(
+            isinstance(r, b.Memory) and r.how == "object" for r in shipped.call.returns)
 
     def is_tensor_factory(self, name: str) -> bool:
         return name.rpartition(".")[2] in self._factory_names

@@ -222,7 +222,8 @@ class Effects(FlowBase):
             cond = self.translate(item.cond, sub)
             if cond is None:  # the helper binds memory only on a path this call does not take
                 return {UNKNOWN}
-            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond,
+            how = "object" if self.api.builds_object(path) else item.how  # a builder's body, read: still an object
+            allocation = self.allocate(how, path, c, arguments, item.binding, item.origin, cond,
                                        via=(item.via, item.chosen))
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):
