@@ -238,6 +238,9 @@ class FixPlanner:
             expression, import_edit = spelled
             edits += [import_edit] if import_edit else []
         where = group_parameter(allocation, self.ctx.api)
+        if where is not None and where.attr:  # `grad_buffer(pgs, n)` binds to `pgs.tp`: not an argument of this call
+            return None, Choice(None, f"the group is the `{where.attr}` of the `{where.param}` this call passes: "
+                                      "change it where that is made")
         if where is not None and where.shape and conv is None:  # `nccl_symm_mem_context` takes `<group>.pynccl_comm`
             expression = f"{expression}.{where.shape}"
         edit = self._argument_edit(allocation, expression, replace, conv)
@@ -273,6 +276,9 @@ class FixPlanner:
         where = group_parameter(allocation, self.ctx.api)
         if current is not None and not replace:
             return "the call passes a group already"
+        part = self._part_taken(current[0]) if current is not None and conv is None else ""
+        if not expression.endswith(part):  # `Buffer(get_tp_group().device_group)`: the same part of the new group
+            expression += part
         if current is not None and span_text(source, current[0].span) == expression:
             return f"the call passes `{expression}` already"
         if current is not None:
@@ -285,6 +291,15 @@ class FixPlanner:
             return append_keyword(source, allocation.call, conv.keyword, expression)
         edit = add_argument(source, allocation.call, where.param, where.index, expression) if where is not None else None
         return edit if edit is not None else "the call passes `*args` or `**kwargs`: where the group goes cannot be told"
+
+    def _part_taken(self, expr: ir.Expr) -> str:
+        """The attributes standing for the same group that the call reads of the group it passes
+        (`.device_group` of `get_tp_group().device_group`): a fix passes that part of the new group."""
+        parts: list[str] = []
+        while isinstance(expr, ir.Attr) and self.ctx.api.is_same_group_attribute(expr.attr):
+            parts.insert(0, f".{expr.attr}")
+            expr = expr.value
+        return "".join(parts)
 
     # spelling a group in the file's own terms ------------------------------------------
     def _consumer_spelling(self, consumed: list[Consumption], group: str) -> str | None:

@@ -402,7 +402,10 @@ def explain(code: str) -> None:
               help="Read this pyproject.toml or commgroup-lint.toml instead of searching for one.")
 @click.option("--profile", "profile_name", default=None,
               help="Engine profiles, comma-separated (default: the configured ones, else all).")
-def sites(paths: Sequence[str], output_format: str, config_path: str | None, profile_name: str | None) -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also say which profile entries the checked code's own definitions replace.")
+def sites(paths: Sequence[str], output_format: str, config_path: str | None, profile_name: str | None,
+          verbose: bool) -> None:
     """List every place PATHS bind memory to a group, with the groups and the collectives that consume it.
 
     \b
@@ -422,6 +425,11 @@ def sites(paths: Sequence[str], output_format: str, config_path: str | None, pro
     if not result.files_using_api:
         click.echo("note: no file uses a known group-bound allocation API; "
                    f"profiles: {', '.join(settings.profile.names)}", err=True)
+    for entry, definition, origin in linter.api.overridden() if verbose else ():
+        by = "its definition" if definition == entry else f"the definition of `{definition}`"
+        by = f"{by} at {origin}" if origin else f"{by}, which takes no such parameter"
+        click.echo(f"note: profile entry `{entry}` is replaced by {by}; to keep the entry, pin it "
+                   "(`pinned` in the profile's `[profile]`, or the entry under `extend-profile`)", err=True)
 
 
 @main.command()

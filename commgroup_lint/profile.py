@@ -18,6 +18,8 @@ from typing import Any
 
 from commgroup_lint import toml
 from commgroup_lint.config_facts import EngineChecks, Fact, as_shipped, parse_engine_checks, parse_facts
+from commgroup_lint.profile_checks import check_profile
+from commgroup_lint.profile_objects import Objects, parse_objects
 from commgroup_lint.runtime_profile import RuntimeProfile, parse_runtime
 
 
@@ -135,6 +137,8 @@ class Profile:
     local_copies: frozenset[str] = frozenset()
     unrelated: frozenset[str] = frozenset()  # in `packages`, named like an entry but another API
     tensor_factories: frozenset[str] = frozenset()  # by final name: `torch.empty` or a method `new_empty`
+    objects: Objects = field(default_factory=Objects)
+    """The `[objects]` table: objects bound to a group and their consumers (see `profile_objects`)."""
     pinned: frozenset[str] = frozenset()
     """Names the user's configuration describes: a definition in the scanned code never overrides them."""
     names: tuple[str, ...] = ()
@@ -173,12 +177,13 @@ class Profile:
         if pin:
             pinned |= frozenset([*other.getters, *other.sizes, *other.allocators, *other.contexts,
                                  *other.collectives, *other.registrations, *other.pool_contexts,
-                                 *other.pool_bindings])
+                                 *other.pool_bindings, *other.objects.names()])
         return replace(
             self, **dicts, **sets,
             packages=tuple(dict.fromkeys(self.packages + other.packages)),
             detect=tuple(dict.fromkeys(self.detect + other.detect)),
             methods=self.methods.merged(other.methods),
+            objects=self.objects.merged(other.objects),
             pinned=pinned,
             names=tuple(dict.fromkeys(self.names + other.names)),
             parts=self.components + other.components,
@@ -241,7 +246,7 @@ _TOP_KEYS = {
     "profile", "groups", "getters", "new_groups", "attributes", "group_attributes", "methods",
     "collective_methods", "wrappers", "sizes", "size_attributes", "single_rank", "aliases",
     "allocators", "contexts", "registrations", "pool_contexts", "pool_bindings", "collectives",
-    "local_copies", "tensor_factories", "unrelated", "runtime", "facts", "engine_checks", "ranks",
+    "local_copies", "tensor_factories", "unrelated", "runtime", "facts", "engine_checks", "ranks", "objects",
 }
 
 
@@ -279,7 +284,7 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
     r = _Reader(origin, prefix)
     r.no_unknown(data, _TOP_KEYS, "")
     head = r.table(data, "profile")
-    r.no_unknown(head, {"name", "description", "packages", "detect", "extends"}, "profile")
+    r.no_unknown(head, {"name", "description", "packages", "detect", "extends", "pinned"}, "profile")
     name = r.string(head, "name", "profile", default="custom")
     extends = r.strings(head, "extends", "profile")
     for base in extends:
@@ -291,7 +296,8 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
     methods = r.table(data, "methods")
     r.no_unknown(methods, {f.name for f in fields(Methods)}, "methods")
     legacy_collective = r.strings(r.table(data, "collective_methods"), "names", "collective_methods")
-    return Profile(
+    pinned = r.strings(head, "pinned", "profile")
+    profile = Profile(
         name=name,
         description=r.string(head, "description", "profile", default=""),
         packages=tuple(r.strings(head, "packages", "profile")),
@@ -321,11 +327,15 @@ def parse_profile(data: dict[str, Any], origin: str, prefix: str = "") -> Profil
         local_copies=frozenset(r.strings(r.table(data, "local_copies"), "names", "local_copies")),
         unrelated=frozenset(r.strings(r.table(data, "unrelated"), "names", "unrelated")),
         tensor_factories=frozenset(r.strings(r.table(data, "tensor_factories"), "names", "tensor_factories")),
+        objects=parse_objects(r, r.table(data, "objects")),
         names=(name,),
         runtime=parse_runtime(r, r.table(data, "runtime")),
         facts=parse_facts(r.table(data, "facts"), r.fail),
         engine_checks=parse_engine_checks(r.table(data, "engine_checks"), r.fail),
+        pinned=frozenset(pinned),
     )
+    check_profile(r, profile, pinned)
+    return profile
 
 
 class _Reader:

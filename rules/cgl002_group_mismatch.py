@@ -157,6 +157,8 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
         subject = f"memory allocated under `{allocation.short_name}` is registered with group {bound}"
     elif allocation.how == "registration":
         subject = f"memory registered by `{allocation.short_name}` is registered with group {bound}"
+    elif allocation.how == "object":
+        subject = f"the object built by `{allocation.short_name}` is bound to group {bound}"
     else:
         subject = f"memory from `{allocation.short_name}` is bound to group {bound}"
     if allocation.bound_at and (allocation.hidden or allocation.chosen):  # the group is not this call's argument

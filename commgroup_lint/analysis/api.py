@@ -10,13 +10,14 @@ own functions are entries of the same shape, installed over the profile's.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis.conditions import parse_guarded, parse_relation
 from commgroup_lint.analysis.invariants import Invariants
 from commgroup_lint.profile import Collective, GroupParam, Profile
+from commgroup_lint.profile_objects import ObjectConsumer
 
 T = TypeVar("T")
 
@@ -32,8 +33,11 @@ class _Table(Generic[T]):
         self._unrelated = unrelated  # matched by nothing but their exact name
         self._tails: dict[str, str | None] = {}  # name -> its tail key (asked again and again)
         self._exact = dict(entries)
+        self._shipped_names = frozenset(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
         self._shipped_tails = frozenset(self._by_tail)
+        self._shipped_by_tail = {key: name for name in entries if (key := self.tail_key(name))}
+        self.replaced: dict[str, str] = {}  # a scanned name installed over a shipped entry -> that entry's name
         self._hidden: set[str] = set()
         self._aliases: dict[str, str] = {}  # `pkg.name` -> `pkg.mod.name`: what a module imports, others import from it
         self._answers: dict[str, T | None] = {}  # what `get` answered since the table last changed
@@ -94,6 +98,9 @@ class _Table(Generic[T]):
         re-exported API), never for names of its own (two classes' `forward` are two methods)."""
         self._answers.clear()
         for name, value in entries.items():
+            shipped = name if name in self._shipped_names else self._shipped_by_tail.get(self.tail_key(name) or "")
+            if shipped is not None:
+                self.replaced[name] = shipped
             self._exact[name] = value
             self._hidden.discard(name)
             if (key := self.tail_key(name)) and key in self._shipped_tails:
@@ -103,6 +110,9 @@ class _Table(Generic[T]):
     def hide(self, name: str) -> None:
         """A scanned definition says `name` is not what the profile thinks (an old signature)."""
         self._answers.clear()
+        shipped = name if name in self._shipped_names else self._shipped_by_tail.get(self.tail_key(name) or "")
+        if shipped is not None:
+            self.replaced[name] = shipped
         self._exact.pop(name, None)
         self._hidden.add(name)
         if key := self.tail_key(name):
@@ -118,9 +128,18 @@ def _fixed(groups: frozenset[str]) -> tuple[tuple[str, frozenset], ...]:
     return tuple(sorted(map(parse_guarded, groups), key=lambda g: (g[0], sorted(g[1]))))
 
 
-def _binding(p: GroupParam) -> b.Binding:
+def _binding(p: GroupParam, attr: str | None = None) -> b.Binding:
     default = _fixed(frozenset({p.default})) if p.default else ()
-    return b.Binding(param=_arg(p), default=default, required=not p.default)
+    return b.Binding(param=replace(_arg(p), attr=attr), default=default, required=not p.default)
+
+
+def _object_consumes(c: ObjectConsumer) -> tuple[b.Consume, ...]:
+    """An op that takes a group-bound object consumes it on the group it runs on: its own
+    group argument's, else the object's (listed, never a mismatch)."""
+    if c.group is None:
+        return (b.Consume(_arg(c.object), on_object=_arg(c.object), objects=True),)
+    default = _fixed(frozenset({c.group.default})) if c.group.default else ()
+    return (b.Consume(_arg(c.object), group=_arg(c.group), default=default, objects=True),)
 
 
 def _consumes(c: Collective) -> tuple[b.Consume, ...]:
@@ -175,6 +194,8 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
         calls.setdefault(name, []).append(b.Argument(_arg(param)))
     for name, param in p.allocators.items():
         calls.setdefault(name, []).append(b.Memory(_binding(param), "allocator"))
+    for name, builder in p.objects.builders.items():  # an object bound to a group is memory bound to it
+        calls.setdefault(name, []).append(b.Memory(_binding(builder.group, builder.attr), "object"))
     for name, ctx in p.contexts.items():
         calls.setdefault(name, []).append(b.Context(_binding(ctx.group), ctx.disabled, ctx.enabled))
     for name, reg in p.registrations.items():
@@ -186,6 +207,8 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
         effects.setdefault(name, {})["binds_pools"] = (b.BindPool(_arg(binding.pool), _arg(binding.groups)),)
     for name, collective in p.collectives.items():
         effects.setdefault(name, {})["consumes"] = _consumes(collective)
+    for name, consumer in p.objects.consumers.items():
+        effects.setdefault(name, {})["consumes"] = _object_consumes(consumer)
     for name in p.local_copies:
         effects.setdefault(name, {})["copies"] = ((b.ArgRef("local_tokens", 0), b.ArgRef("global_tokens", 1)),)
     entries: dict[str, b.Entry] = {}
@@ -257,16 +280,38 @@ class Api:
         """Whether the scanned definition's summary replaces the profile's entry for `name`: not
         when the user pinned the entry, nor when the entry binds memory and the summary does not
         (a definition the analysis cannot read through, such as a context class, must not erase
-        what the profile knows)."""
+        what the profile knows), nor when the entry builds an object and the summary returns no
+        memory (a builder that returns pointers or handles to what it registers: the body says
+        which group, only the profile says that the result is the object)."""
         if self.is_pinned(name):
             return False
         shipped = self._shipped.get(name)
+        if self.builds_object(name) and summary.allocator() is None:
+            return False
         return shipped is None or not binds_memory(shipped.call) or binds_memory(summary)
+
+    def overridden(self) -> list[tuple[str, str, str | None]]:
+        """The profile's entries the scanned code replaced, as (entry, scanned definition, where
+        it is defined), for profile authors: an entry that differs from the definition it stands
+        for is silently not used, unless pinned."""
+        found = []
+        for name, shipped in sorted(self.entries.replaced.items()):
+            current, original = self.entries.get(name), self._shipped.get(shipped)
+            if current != original:  # (None: hidden, the definition takes no such parameter)
+                found.append((shipped, name, current.call.origin if current is not None and current.call else None))
+        return found
 
     def is_pinned(self, name: str) -> bool:
         """The user's configuration describes `name`: the scanned code's definition does not override it."""
         pinned = self.profile.pinned
         return name in pinned or (key := self.entries.tail_key(name)) is not None and key in self._pinned_tails
+
+    def builds_object(self, name: str) -> bool:
+        """Whether the profile says `name` builds an object bound to a group (`[objects.builders]`):
+        what its scanned definition returns is that object, whatever group the body binds it to."""
+        shipped = self._shipped.get(name)
+        return shipped is not None and shipped.call is not None and any(
+            isinstance(r, b.Memory) and r.how == "object" for r in shipped.call.returns)
 
     def is_tensor_factory(self, name: str) -> bool:
         return name.rpartition(".")[2] in self._factory_names
@@ -342,4 +387,5 @@ class Api:
             entry = self.entries.get(name)
             if entry is not None and binds_memory(entry.call):
                 words.add(name.partition("(")[0].rpartition(".")[2])
-        return words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+        return (words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+                | set(self.profile.objects.allocator_methods))

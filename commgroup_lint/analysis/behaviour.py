@@ -21,11 +21,14 @@ from commgroup_lint.analysis.facts import Guarded
 class ArgRef:
     """A parameter: its keyword name and its position among the call's positional arguments
     (None for keyword-only). `shape` is the attribute of a group the argument is, when the
-    API takes a part of the group (`nccl_symm_mem_context(group.pynccl_comm)`)."""
+    API takes a part of the group (`nccl_symm_mem_context(group.pynccl_comm)`); `attr` the
+    attribute of the argument meant, when that is what holds the group (`pgs.tp` of a record
+    parameter `pgs`, `config.group` of a builder's `config`)."""
 
     param: str
     index: int | None
     shape: str | None = None
+    attr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,8 @@ class Consume:
     default: tuple[Guarded, ...] = ()
     cond: PathCondition = frozenset()
     name: str | None = None  # the collective's display name, when not the callee's
+    on_object: ArgRef | None = None  # without `group`: it runs on the group of the object this argument holds
+    objects: bool = False  # it consumes only objects bound to a group (a workspace), not memory (see `profile_objects`)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ class Allocation:
     chosen: bool = False  # that call chose the group: the call a fix changes
     at: PathCondition = frozenset()  # the path to the call itself (where a missing argument fails)
     switch: PathCondition = frozenset()  # of `cond`, what its context's switch needs (`disabled=not symm`)
+    param_attr: str | None = None  # the attribute of the parameter supplying the group that is the group (`pgs.tp`)
 
     @property
     def short_name(self) -> str:
@@ -129,11 +130,20 @@ class ContextFact:
 @dataclass(frozen=True)
 class ParamFact:
     """The value of the enclosing function's parameter (symbolic, for summaries); `guard` holds
-    where the value is the parameter only on some paths (`x = param if c else other`)."""
+    where the value is the parameter only on some paths (`x = param if c else other`); `attr`,
+    that it is this attribute of the parameter (`pgs.tp` of a record of groups), which each
+    caller reads from what it passes."""
 
     index: int
     name: str
     guard: PathCondition = frozenset()
+    attr: str | None = None
+
+    @property
+    def text(self) -> str:
+        """How the code names it: `group`, `pgs.tp`."""
+        name = self.name.lstrip("*")
+        return f"{name}.{self.attr}" if self.attr else name
 
 
 @dataclass(frozen=True)

@@ -304,7 +304,7 @@ def _carried(f: Fact, fn: ir.FunctionDef) -> Fact | None:
     if isinstance(f, GroupFact):
         return GroupFact(f.group, scoped(f.guard, _SHARED_SCOPES))
     if isinstance(f, ParamFact):  # `self.group = group` in `__init__`: the group the constructor is given
-        return GroupFact(SYMBOLIC + f.name.lstrip("*"))
+        return GroupFact(SYMBOLIC + f.text)
     if isinstance(f, CondFact):
         return CondFact(scoped(f.when_true, _SHARED_SCOPES), scoped(f.when_false, _SHARED_SCOPES))
     if isinstance(f, (BufferFact, ContextFact)):

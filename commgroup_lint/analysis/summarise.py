@@ -59,10 +59,11 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         return b.Behaviour()
     method = _is_method(facts)
 
-    def arg(position: int) -> b.ArgRef | None:
+    def arg(position: int, attr: str | None = None) -> b.ArgRef | None:
+        """The parameter at `position` (its attribute `attr`: `pgs.tp`), as a caller passes it."""
         if position >= len(fn.params) or fn.params[position].name.startswith("*"):
             return None
-        return b.ArgRef(fn.params[position].name, call_index(fn, method, position))
+        return b.ArgRef(fn.params[position].name, call_index(fn, method, position), attr=attr)
 
     def star_element(f: ParamFact) -> b.ArgRef | None:
         """`args[k]` of a `*args` parameter: the call's positional argument k places after it;
@@ -74,16 +75,16 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         start = f.index - (1 if method else 0)
         return b.ArgRef(f.name, start + int(offset)) if offset.isdigit() and start >= 0 else None
 
-    def binding(groups: tuple | None, params: frozenset[int]) -> b.Binding | None:
+    def binding(groups: tuple | None, params: frozenset[int], attr: str | None = None) -> b.Binding | None:
         if len(params) == 1:
             position = next(iter(params))
-            ref = arg(position)
+            ref = arg(position, attr)
             if ref is None:
                 return None
             # a default that is a group binds the memory to it when the caller omits the argument,
             # as does the group the body chooses when it is None (`if group is None: group = tp`);
             # any other default (`group=None`, kept) leaves the caller's call without its group (CGL001)
-            default = _default_groups(fn.params[position], api, imports) or _chosen_when_none(groups, ref)
+            default = () if attr else _default_groups(fn.params[position], api, imports) or _chosen_when_none(groups, ref)
             return b.Binding(param=ref, default=default, required=not default)
         if groups is not None and not params:
             return b.Binding(groups=tuple((g, scoped(guard, PORTABLE)) for g, guard in groups))
@@ -107,12 +108,12 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
         if isinstance(f, ParamFact):
             ref = arg(f.index) if not f.name.endswith("]") else star_element(f)
-            return b.Argument(ref) if ref is not None else None
+            return b.Argument(replace(ref, attr=f.attr)) if ref is not None else None
         if isinstance(f, SizeFact):
             return b.Size(f.quantity)
         if isinstance(f, (BufferFact, ContextFact)):
             a = f.allocation
-            found = binding(a.groups, a.group_params)
+            found = binding(a.groups, a.group_params, a.param_attr)
             if found is None:
                 return None
             here = f"{display}:{a.call.span.line}"
@@ -158,7 +159,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             if fixed:
                 consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name))
             for g in use.groups:
-                if isinstance(g, ParamFact) and (group_ref := arg(g.index)) is not None:
+                if isinstance(g, ParamFact) and (group_ref := arg(g.index, g.attr)) is not None:
                     consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name))
     returned_ids = {id(f.allocation) for r in facts.returns for f in flatten(frozenset({r}))
                     if isinstance(f, (BufferFact, ContextFact))}
@@ -166,7 +167,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE),
                  *_taken_at(a, f"{display}:{a.call.span.line}"))
         for a in facts.allocations
-        if a.group_params and id(a) not in returned_ids and (found := binding(a.groups, a.group_params)) is not None
+        if a.group_params and id(a) not in returned_ids
+        and (found := binding(a.groups, a.group_params, a.param_attr)) is not None
     ))
     calls_params: set[b.CallsParam] = set()
     for call in facts.param_calls:

@@ -11,7 +11,16 @@ from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.api import Api
 from commgroup_lint.analysis.conditions import Branches, Literal, PathCondition, Substitution
-from commgroup_lint.analysis.facts import Allocation, Fact, FunctionFacts, GroupFact, ObjectFact, ParamFact, Value
+from commgroup_lint.analysis.facts import (
+    Allocation,
+    BufferFact,
+    Fact,
+    FunctionFacts,
+    GroupFact,
+    ObjectFact,
+    ParamFact,
+    Value,
+)
 from commgroup_lint.analysis.flow.arguments import Arguments
 from commgroup_lint.analysis.flow.state import MEMBER, Env, Scope, reference_key
 
@@ -101,6 +110,9 @@ class FlowBase(ABC):
     def attribute(self, e: ir.Attr) -> Value: ...
 
     @abstractmethod
+    def attribute_of(self, base: Value, attr: str, e: ir.Attr | None = None) -> Value: ...
+
+    @abstractmethod
     def path_value(self, path: str) -> set[Fact]: ...
 
     @abstractmethod
@@ -167,6 +179,12 @@ class FlowBase(ABC):
 
     # events
     @abstractmethod
+    def argument(self, arguments: Arguments, ref: b.ArgRef) -> Value | None: ...
+
+    @abstractmethod
+    def argument_expr(self, arguments: Arguments, ref: b.ArgRef) -> ir.Expr | None: ...
+
+    @abstractmethod
     def as_group(self, value: Value, expr: ir.Expr | None) -> Value: ...
 
     @abstractmethod
@@ -176,13 +194,14 @@ class FlowBase(ABC):
     def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
-                 switch: PathCondition = frozenset()) -> Allocation | None: ...
+                 switch: PathCondition = frozenset(),
+                 param_attr: str | None = None) -> Allocation | None: ...
 
     @abstractmethod
     def register(self, register: b.Register, path: str, c: ir.Call, arguments: Arguments) -> None: ...
 
     @abstractmethod
-    def group_method(self, group: GroupFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
+    def group_method(self, group: GroupFact | ParamFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
 
     @abstractmethod
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None: ...
@@ -192,7 +211,16 @@ class FlowBase(ABC):
 
     @abstractmethod
     def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
-                extra: PathCondition, lost: bool) -> None: ...
+                extra: PathCondition, lost: bool, objects: bool = False) -> None: ...
+
+    @abstractmethod
+    def is_object_method(self, method: str) -> bool: ...
+
+    @abstractmethod
+    def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
+
+    @abstractmethod
+    def object_groups(self, value: Value) -> Value: ...
 
     @abstractmethod
     def note_group_use(self, c: ir.Call, name: str, groups: Value, how: str, extra: PathCondition = frozenset(),

@@ -102,22 +102,12 @@ class Calls(FlowBase):
             elif method in _LIST_GROWING and args and self.reference_key(receiver_expr) is not None:
                 self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
             for f in receiver:
-                if isinstance(f, ParamFact) and method in self.api.profile.methods.same_group:
-                    result.add(f)  # `group._get_backend(device)` of a group parameter: that group
-                elif isinstance(f, ParamFact) and method in self.api.profile.methods.allocator:
-                    # `tp_group.device_communicator.get_symmetric_memory_buffer(...)` of a group
-                    # parameter: memory bound to whatever group the caller passes
-                    binding = b.Binding(groups=((SYMBOLIC + f.name.lstrip("*"), f.guard),))
-                    allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None,
-                                               hidden=False, params=frozenset({f.index}))
-                    result.add(BufferFact(allocation) if allocation is not None else UNKNOWN)
-                elif (isinstance(f, ParamFact) and method in self.api.profile.methods.collective
-                      and method not in TENSOR_COLLECTIVE_NAMES):
-                    self.note_group_use(c, method, frozenset({f}), "given", source=receiver_expr)  # `group.all_reduce(t)`
-                elif isinstance(f, ParamFact) and method in self.api.profile.methods.register_pool:
-                    result |= self.group_method(GroupFact(SYMBOLIC + f.name.lstrip("*"), f.guard), method, c, args)
-                elif isinstance(f, GroupFact):
+                if isinstance(f, GroupFact) or isinstance(f, ParamFact) and self.is_group_method(method):
+                    # a group parameter (or a record's group) is the group its caller passes:
+                    # what the profile says of a group's methods holds of it, in the caller's terms
                     result |= self.group_method(f, method, c, args)
+                elif isinstance(f, BufferFact) and f.allocation.how == "object" and self.is_object_method(method):
+                    result |= self.object_method(f, method, c, args)
                 elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
                     result.add(f)
                     made_new = False
@@ -160,6 +150,14 @@ class Calls(FlowBase):
                 self.facts.factory_made.update(id(ctx.call) for ctx in self.contexts)
         return frozenset(result)
 
+    def is_group_method(self, method: str) -> bool:
+        """Whether the profile says what `method` does when called on a group (a tensor's
+        `gather` is not taken for one on a parameter not known to be a group)."""
+        methods = self.api.profile.methods
+        return method not in TENSOR_COLLECTIVE_NAMES and any(
+            method in names for names in (methods.collective, methods.allocator, methods.same_group,
+                                          methods.register_pool, methods.size))
+
     def call_value(self, value: Value, c: ir.Call, args: list[Value], callee: ir.Expr | None,
                    replayed: bool = False) -> set[Fact]:
         """Calling a value (`callee` holds it): a known callable (a `functools.partial` of one) or a
@@ -173,7 +171,7 @@ class Calls(FlowBase):
         for f in value:
             if isinstance(f, (CallableFact, PathFact)):
                 callables.append(f)
-            elif isinstance(f, ParamFact):  # a callable parameter: the caller that passes one replays this
+            elif isinstance(f, ParamFact) and f.attr is None:  # a callable parameter: the caller that passes one replays this
                 self.note_call(f.index, args, f.guard)
             elif isinstance(f, ObjectFact) and not replayed and (method := self.resolve_method("__call__", cls=f.cls)):
                 out |= self.call_path(method, c, args, None, record=f)  # an instance that defines `__call__`

@@ -73,6 +73,23 @@ class Effects(FlowBase):
                 constants[index] = expr.value
         return Substitution(params, literals, constants, receiver)
 
+    def argument(self, arguments: Arguments, ref: b.ArgRef) -> Value | None:
+        """What the call passes for `ref`: the argument, or the attribute of it `ref.attr` names
+        (`pgs.tp` of the record a caller passes), read as the code would read it."""
+        value = arguments.value(ref)
+        if value is None or not ref.attr:
+            return value
+        for attr in ref.attr.split("."):
+            value = self.attribute_of(value, attr)
+        return value
+
+    def argument_expr(self, arguments: Arguments, ref: b.ArgRef) -> ir.Expr | None:
+        """The expression `argument` reads (`pgs.tp`), which names a group known by no other means."""
+        expr = arguments.expr(ref)
+        for attr in (ref.attr.split(".") if ref.attr else ()):
+            expr = ir.Attr(expr, attr, expr.span) if expr is not None else None
+        return expr
+
     def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
                       sub: Substitution) -> None:
         display = path.partition("(")[0].rpartition(".")[2]
@@ -81,18 +98,20 @@ class Effects(FlowBase):
             if impossible:
                 continue
             if consume.group is not None:
-                group_value = arguments.value(consume.group)
+                group_value = self.argument(arguments, consume.group)
                 omitted = group_value is None or group_value == NONE_VALUE
                 if group_value is None or omitted:  # `group=None` is the default too
                     group_value = _groups_value(consume.default) if consume.default else UNKNOWN_VALUE
                 else:
                     passed = group_value
-                    group_value = self.as_group(passed, arguments.expr(consume.group))
+                    group_value = self.as_group(passed, self.argument_expr(arguments, consume.group))
                     if guarded_groups(group_value) is None:  # not even known by its expression
-                        self.note_lost(c, passed, arguments.expr(consume.group))
+                        self.note_lost(c, passed, self.argument_expr(arguments, consume.group))
                 how = "given" if not omitted else "unknown" if c.has_star_args else "default"  # `f(*xs, group)`
                 self.note_group_use(c, consume.name or display, group_value, how, cond,
                                     arguments.expr(consume.group), consume.group.param)
+            elif consume.on_object is not None:  # `allreduce_fusion(x, workspace=ws)`: on the workspace's group
+                group_value = self.object_groups(arguments.value(consume.on_object) or frozenset()) or UNKNOWN_VALUE
             else:
                 group_value = _groups_value(consume.groups)
                 self.note_group_use(c, consume.name or display, group_value, "fixed", cond)
@@ -108,7 +127,7 @@ class Effects(FlowBase):
                         self.note_lost(c, value, given.value)
                 buffer_values += [v for _, v in arguments.bound]
             for value in buffer_values:
-                self.consume(c, value, group_value, consume.name or display, cond, lost)
+                self.consume(c, value, group_value, consume.name or display, cond, lost, consume.objects)
         for dst, src in behaviour.copies:
             self.local_copy(arguments.value(dst), arguments.value(src))
         for register in behaviour.registers:
@@ -173,7 +192,7 @@ class Effects(FlowBase):
         if isinstance(item, b.Size):
             return {SizeFact(item.quantity)}
         if isinstance(item, b.Argument):
-            value = arguments.value(item.arg)
+            value = self.argument(arguments, item.arg)
             return set(value) if value is not None else {UNKNOWN}
         if isinstance(item, b.Flag):
             when_true, when_false = self.translate(item.when_true, sub), self.translate(item.when_false, sub)
@@ -203,7 +222,8 @@ class Effects(FlowBase):
             cond = self.translate(item.cond, sub)
             if cond is None:  # the helper binds memory only on a path this call does not take
                 return {UNKNOWN}
-            allocation = self.allocate(item.how, path, c, arguments, item.binding, item.origin, cond,
+            how = "object" if self.api.builds_object(path) else item.how  # a builder's body, read: still an object
+            allocation = self.allocate(how, path, c, arguments, item.binding, item.origin, cond,
                                        via=(item.via, item.chosen))
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):

@@ -27,6 +27,7 @@ from commgroup_lint.analysis.facts import (
     PathFact,
     SizeFact,
     Value,
+    is_symbolic,
 )
 from commgroup_lint.analysis.flow.arguments import Arguments
 from commgroup_lint.analysis.flow.base import FlowBase
@@ -81,19 +82,21 @@ class Events(FlowBase):
     def allocate(self, how: str, name: str, c: ir.Call, arguments: Arguments, binding: b.Binding,
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
-                 switch: PathCondition = frozenset()) -> Allocation | None:
+                 switch: PathCondition = frozenset(),
+                 param_attr: str | None = None) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument); `via`: where the helper took
         it from a deeper one, and whether that call chose the group; `params`: the enclosing
         function's parameters that are the fixed group (a method called on a group parameter);
-        `switch`: the literals under which a context's switch leaves it on (part of its condition)."""
+        `param_attr` the attribute of it that is (`pgs.tp`); `switch`: the literals under which a
+        context's switch leaves it on (part of its condition)."""
         missing: str | None = None
         group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
         if binding.param is None:
             groups = binding.groups or None
         else:
-            value = arguments.value(binding.param)
+            value = self.argument(arguments, binding.param)
             if value is not None and (_is_none(arguments.expr(binding.param)) or value == NONE_VALUE):
                 value = None  # `group=None`: the default
             if value is None and binding.default:
@@ -108,15 +111,17 @@ class Events(FlowBase):
                 value = frozenset(flatten(value))  # a list of groups: bound to each of them
                 # `groups=self.groups`, None on some paths: a None the callee replaced before using it
                 value -= NONE_VALUE
-                value = self.as_group(value, arguments.expr(binding.param))
+                value = self.as_group(value, self.argument_expr(arguments, binding.param))
                 groups = guarded_groups(value)
                 self.want_groups(value)
                 group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
+                param_attr = next((f.attr for f in value if isinstance(f, ParamFact)), None) \
+                    if len(group_params) == 1 else None
         allocation = Allocation(
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond | switch, self.statement, via=via[0],
-            chosen=via[1], at=self.cond, switch=switch,
+            chosen=via[1], at=self.cond, switch=switch, param_attr=param_attr,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)
@@ -137,8 +142,9 @@ class Events(FlowBase):
         if allocation is not None and self.reference_key(target) is not None:
             self.bind(target, frozenset({BufferFact(allocation)}), None)
 
-    def group_method(self, group: GroupFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
-        """A method called on a group (or on an object standing for one)."""
+    def group_method(self, group: GroupFact | ParamFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """A method called on a group (or on an object standing for one), known here or the
+        function's parameter (each caller's group)."""
         methods = self.api.profile.methods
         if method in methods.collective:
             self.note_group_use(c, method, frozenset({group}), "given",
@@ -151,13 +157,21 @@ class Events(FlowBase):
         if method in methods.same_group:
             return {group}
         if method in methods.size:
-            return {self.group_size(group)}
+            return {self.group_size(group)} if isinstance(group, GroupFact) else {UNKNOWN}
+        param = group if isinstance(group, ParamFact) else None
+        named = GroupFact(SYMBOLIC + param.text, param.guard) if param is not None else group
+        assert isinstance(named, GroupFact)
         if method in methods.register_pool and c.args and not c.args[0].star:
-            self.bind_pool(c.args[0].value, frozenset({group}))
+            self.bind_pool(c.args[0].value, frozenset({named}))
             return {UNKNOWN}
         if method in methods.allocator:
-            binding = b.Binding(groups=((group.group, group.guard),))
-            allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None)
+            # `tp_group.device_communicator.get_symmetric_memory_buffer(...)`: memory bound to
+            # the group, a parameter's being whatever group each caller passes
+            binding = b.Binding(groups=((named.group, named.guard),))
+            allocation = self.allocate("allocator", method, c, Arguments(c, args, ()), binding, None,
+                                       hidden=False if param is not None else None,
+                                       params=frozenset({param.index}) if param is not None else frozenset(),
+                                       param_attr=param.attr if param is not None else None)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         return set()
 
@@ -194,6 +208,34 @@ class Events(FlowBase):
             return "attribute" if isinstance(expr, ir.Attr) else "subscript"
         return "name" if isinstance(expr, ir.Name) else "expression"
 
+    def is_object_method(self, method: str) -> bool:
+        objects = self.api.profile.objects
+        return method in objects.consumer_methods or method in objects.allocator_methods
+
+    def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
+        """A method called on an object bound to a group (`buffer.combine(x, handle)`): the
+        profile's `[objects.methods]` run on the object's group, or return its memory."""
+        if method in self.api.profile.objects.consumer_methods:
+            groups = self.object_groups(frozenset({obj}))  # (no group use: it is given no group)
+            for value in (frozenset({obj}), *args):  # itself (listed), and another object given to it
+                self.consume(c, value, groups, method, frozenset(), False, objects=True)
+            return {UNKNOWN}
+        return {obj}  # an allocator method: a view of the object's own memory
+
+    def object_groups(self, value: Value) -> Value:
+        """The groups the objects in `value` are bound to (a parameter's symbolic group stands
+        for that parameter again, so a caller reads it in its own terms)."""
+        out: set[Fact] = set()
+        for f in flatten(value):
+            if isinstance(f, BufferFact) and f.allocation.how == "object":
+                for group, guard in f.allocation.groups or ():
+                    name = group[len(SYMBOLIC):] if is_symbolic(group) else None
+                    if name is not None and name in self.params and len(f.allocation.group_params) == 1:
+                        out.add(ParamFact(self.params[name], name, guard))
+                    else:
+                        out.add(GroupFact(group, guard))
+        return frozenset(out)
+
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
         """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
         `use_mem_pool(pool)`) is bound to the group too, so the pool's variable carries it."""
@@ -209,17 +251,20 @@ class Events(FlowBase):
         return SizeFact(info.size) if info is not None and info.size and not group.guard else UNKNOWN
 
     def consume(self, c: ir.Call, value: Value, group_value: Value, name: str,
-                extra: PathCondition, lost: bool) -> None:
+                extra: PathCondition, lost: bool, objects: bool = False) -> None:
+        """The memory in `value` consumed on `group_value`; with `objects`, by an op that takes
+        group-bound objects (a workspace, a buffer), which consumes only those: it copies any
+        other tensor in, and a collective takes an object's memory like any tensor."""
         groups = guarded_groups(group_value)
         self.want_groups(group_value)
         for f in flatten(value):
-            if isinstance(f, ParamFact) and groups is not None:
+            if isinstance(f, ParamFact) and f.attr is None and groups is not None and not objects:  # (`x.grad`: other memory)
                 uses = self.facts.param_uses.setdefault(f.index, [])
                 use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
                                scoped(self.cond | extra | f.guard, PORTABLE), name)
                 if use not in uses:
                     uses.append(use)
-            if not isinstance(f, BufferFact) or groups is None:
+            if not isinstance(f, BufferFact) or groups is None or (f.allocation.how == "object") != objects:
                 continue
             allocation = f.allocation
             canonical = self._allocations.get((id(allocation.call), allocation.name))

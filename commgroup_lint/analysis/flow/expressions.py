@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import lru_cache
 
 from commgroup_lint.analysis import ir
@@ -150,23 +151,28 @@ class Expressions(FlowBase):
         member = self.member_reference(e)
         if member is not None:  # stored into here (`ns.group = g`)
             return self.env[member]
+        return self.attribute_of(self.eval(e.value), e.attr, e)
+
+    def attribute_of(self, base: Value, attr: str, e: ir.Attr | None = None) -> Value:
+        """The attribute `attr` of what `base` may be (`e`: the expression read, for a property)."""
         out: set[Fact] = set()
-        base = self.eval(e.value)
         for f in base:
             if isinstance(f, PathFact):
-                out |= self.path_value(f"{f.path}.{e.attr}")
-            elif isinstance(f, (GroupFact, ParamFact)) and self.api.is_same_group_attribute(e.attr):
+                out |= self.path_value(f"{f.path}.{attr}")
+            elif isinstance(f, (GroupFact, ParamFact)) and self.api.is_same_group_attribute(attr):
                 out.add(f)  # `group.device_group`, `group.pynccl_comm`: the same group (a parameter's too)
-            elif isinstance(f, GroupFact) and e.attr in self.api.profile.size_group_attributes:
+            elif isinstance(f, ParamFact) and not _is_star_param(f.name):
+                out.add(replace(f, attr=f"{f.attr}.{attr}" if f.attr else attr))  # `pgs.tp`: the caller's `pgs`'s
+            elif isinstance(f, GroupFact) and attr in self.api.profile.size_group_attributes:
                 out.add(self.group_size(f))
-            elif isinstance(f, ObjectFact) and f.field(e.attr) is None and self.is_property(e.attr, f.cls):
-                out |= self.call_path(self.resolve_method(e.attr, f.cls) or "", ir.Call(e, (), e.span), [], None, record=f)
+            elif isinstance(f, ObjectFact) and f.field(attr) is None and e is not None and self.is_property(attr, f.cls):
+                out |= self.call_path(self.resolve_method(attr, f.cls) or "", ir.Call(e, (), e.span), [], None, record=f)
             elif isinstance(f, ObjectFact):
-                field = f.field(e.attr)
-                out |= field if field is not None else {PathFact(f"{f.cls}.{e.attr}")}
+                field = f.field(attr)
+                out |= field if field is not None else {PathFact(f"{f.cls}.{attr}")}
             else:
                 out.add(UNKNOWN)
-        if UNKNOWN in out and (quantity := self.api.profile.size_attributes.get(e.attr)):
+        if UNKNOWN in out and (quantity := self.api.profile.size_attributes.get(attr)):
             out = (out - {UNKNOWN}) | {SizeFact(quantity)}  # `context.attn_tp_size`
         return frozenset(out) or UNKNOWN_VALUE
 
@@ -241,7 +247,8 @@ class Expressions(FlowBase):
                     out |= f.items[index]
                 else:
                     out |= {g for item in f.items for g in item}
-            elif isinstance(f, ParamFact) and _is_star_param(f.name) and isinstance(index := _const(e.index), int) \
+            elif isinstance(f, ParamFact) and _is_star_param(f.name) and f.attr is None \
+                    and isinstance(index := _const(e.index), int) \
                     and index >= 0:
                 out.add(ParamFact(f.index, f"{f.name}[{index}]", f.guard))  # `args[0]` of `*args`: an argument
             elif isinstance(f, ParamFact) and f.name.startswith("**") and not f.name.endswith("]") \

@@ -70,7 +70,7 @@ class Literals(FlowBase):
         """Whether the variable still holds its parameter's value (not reassigned since)."""
         value = self.env.get(name)
         index = self.params[name]
-        return value is None or all(isinstance(f, ParamFact) and f.index == index for f in value)
+        return value is None or all(isinstance(f, ParamFact) and f.index == index and f.attr is None for f in value)
 
     def operand(self, e: ir.Expr) -> str | None:
         """The scoped text of an operand (see `conditions`): a world size, a module-level object,

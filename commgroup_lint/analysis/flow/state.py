@@ -98,7 +98,7 @@ def merge_objects(value: Value) -> Value:
 
 
 def _guarded_key(f: GroupFact | ParamFact) -> object:
-    return f.group if isinstance(f, GroupFact) else f.index
+    return f.group if isinstance(f, GroupFact) else (f.index, f.attr)
 
 
 def flatten(value: Value) -> Iterator[Fact]:
@@ -136,7 +136,7 @@ def guarded_groups(value: Value) -> tuple[Guarded, ...] | None:
         if isinstance(f, GroupFact):
             out.append((f.group, f.guard))
         elif isinstance(f, ParamFact):
-            out.append((SYMBOLIC + f.name.lstrip("*"), f.guard))
+            out.append((SYMBOLIC + f.text, f.guard))
         else:
             return None
     return tuple(sorted(set(out), key=lambda g: (g[0], sorted(g[1]))))

@@ -1,0 +1,78 @@
+"""Objects bound to a group (`[objects]` in a profile, docs/profiles.md): the worked example of
+the docs runs and says what the docs show, and the table's errors name the key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from commgroup_lint.cli import main
+from commgroup_lint.profile import ProfileError, load_shipped, parse_profile
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
+
+
+def _example() -> tuple[str, str, str]:
+    """The worked example's profile, module and `sites` output, as docs/profiles.md shows them."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("Worked example: `fastcomm`"):text.index("### `[runtime]`")]
+    toml, python, sites = (re.search(rf"```{kind}\n(.*?)```", section, re.DOTALL).group(1)  # type: ignore[union-attr]
+                           for kind in ("toml", "python", "text"))
+    return toml, python, sites
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    toml, python, _ = _example()
+    (tmp_path / "fastcomm.toml").write_text('[profile]\nname = "fastcomm"\npackages = ["fastcomm"]\n'
+                                           'detect = ["fastcomm"]\nextends = ["torch"]\n\n' + toml)
+    (tmp_path / "commgroup-lint.toml").write_text('profiles = ["torch"]\nprofile-files = ["fastcomm.toml"]\n')
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "moe.py").write_text(python)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_worked_example_lists_what_the_docs_show(project: Path) -> None:
+    result = CliRunner().invoke(main, ["sites", "app"])
+    assert (result.exit_code, result.stdout) == (0, _example()[2])
+
+
+def test_the_worked_example_reports_both_bugs(project: Path) -> None:
+    result = CliRunner().invoke(main, ["check", "--no-cache", "app"])
+    assert result.exit_code == 1
+    lines = [line for line in result.stdout.splitlines() if ": CGL" in line]
+    assert [line.split(" (no fix")[0] for line in lines] == [
+        "app/moe.py:9:10: CGL002 the object built by `create_workspace` is bound to group `tp` but reaches "
+        "`free_workspace` on group `ep` at line 11",
+        "app/moe.py:13:17: CGL002 the object built by `Buffer` is bound to group `tp` but reaches `combine` on "
+        "group `ep` at line 15",
+    ]
+
+
+@pytest.mark.parametrize(("table", "key", "message"), [
+    ({"consumers": {"lib.op": {"group": {"param": "g"}}}}, 'objects.consumers."lib.op".object',
+     "is required (a table with `param` and `index`: the argument holding the object)"),
+    ({"builders": {"lib.Buffer": {"param": "group", "atr": "x"}}}, 'objects.builders."lib.Buffer".atr',
+     "unknown key (expected one of: attr, default, index, param, shape)"),
+    ({"methods": {"consumers": ["dispatch"]}}, "objects.methods.consumers",
+     "unknown key (expected one of: allocator, consumer)"),
+    ({"builder": {}}, "objects.builder", "unknown key (expected one of: builders, consumers, methods)"),
+])
+def test_errors_in_the_objects_table_name_the_key(table: dict, key: str, message: str) -> None:
+    with pytest.raises(ProfileError) as err:
+        parse_profile({"objects": table}, "acme.toml")
+    assert str(err.value) == f"acme.toml: key '{key}': {message}"
+
+
+def test_the_shipped_library_profiles_describe_objects() -> None:
+    flashinfer, deepep = load_shipped("flashinfer"), load_shipped("deepep")
+    assert flashinfer.objects.builders["flashinfer.comm.allreduce.create_allreduce_fusion_workspace"].group.default \
+        == "world"
+    assert "flashinfer.comm.allreduce.allreduce_fusion" in flashinfer.objects.consumers
+    assert deepep.objects.builders["deep_ep.Buffer"].group.index == 0
+    assert {"dispatch", "combine"} <= deepep.objects.consumer_methods
