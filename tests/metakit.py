@@ -539,13 +539,80 @@ def _staticmethod_on_instance(p: Program, e: str) -> str:
     return f"{c}().keep({e})"
 
 
+def _global_getter(p: Program, e: str) -> str:
+    g, setter, getter = p.fresh("_HELD").upper(), p.fresh("_keep"), p.fresh("_held")
+    p.define([f"{g} = None", "", "", f"def {setter}(value):", f"    global {g}", f"    {g} = value", "", "",
+              f"def {getter}():", f"    return {g}"])
+    p.body.append(f"{setter}({e})")
+    return f"{getter}()"
+
+
+def _reexported(p: Program, e: str) -> str:
+    package, f = p.fresh("pkg"), p.fresh("relay")
+    p.modules[f"{package}/impl"] = [f"def {f}(value):", "    return value"]
+    p.modules[f"{package}/__init__"] = [f"from .impl import {f}"]
+    p.module.insert(0, f"from {package} import {f}")
+    return f"{f}({e})"
+
+
+def _cached_getter(p: Program, e: str) -> str:
+    f = p.fresh("_memo")
+    p.module.insert(0, "import functools")
+    p.define(["@functools.lru_cache(maxsize=None)", f"def {f}(value):", "    return value"])
+    return f"{f}({e})"
+
+
+def _property_setter(p: Program, e: str) -> str:
+    c, h = p.fresh("Slotted"), p.fresh("slotted")
+    p.define([f"class {c}:", "    def __init__(self):", "        self._value = None", "",
+              "    @property", "    def value(self):", "        return self._value", "",
+              "    @value.setter", "    def value(self, value):", "        self._value = value"])
+    p.body += [f"{h} = {c}()", f"{h}.value = {e}"]
+    return f"{h}.value"
+
+
+def _frozen_dataclass(p: Program, e: str) -> str:
+    c = p.fresh("Frozen")
+    p.module.insert(0, "import dataclasses")
+    p.define(["@dataclasses.dataclass(frozen=True)", f"class {c}:", "    value: object",
+              "    extra: int = dataclasses.field(default=0)"])
+    return f"{c}(value={e}).value"
+
+
+def _nested_function_returning_closure(p: Program, e: str) -> str:
+    f = p.fresh("_make")
+    p.define([f"def {f}(value):", "    def get():", "        return value", "    return get"])
+    return f"{f}({e})()"
+
+
+def _method_chain_in_other_module(p: Program, e: str) -> str:
+    c, module = p.fresh("Relay"), p.fresh("relays")
+    p.modules[module] = [f"class {c}:", "    def __init__(self, value):", "        self.value = value", "",
+                         "    def get(self):", "        return self.value"]
+    p.module.insert(0, f"from {module} import {c}")
+    return f"{c}({e}).get()"
+
+
+def _dict_update(p: Program, e: str) -> str:
+    d = p.fresh("options")
+    p.body += [f"{d} = {{}}", f"{d}.update(key={e})"]
+    return f"{d}['key']"
+
+
+def _conditional_import_alias(p: Program, e: str) -> str:
+    f = p.fresh("_same")
+    p.define([f"def {f}(value):", "    return value", "", "", f"{f}_alias = {f}"])
+    return f"{f}_alias({e})"
+
+
 REWRITES: dict[str, Rewrite] = {
     name.removeprefix("_"): rewrite for name, rewrite in dict(globals()).items()
     if name.startswith("_") and callable(rewrite) and rewrite.__module__ == __name__
     and rewrite.__code__.co_varnames[:2] == ("p", "e")
 }
 
-NOT_FOLLOWED: frozenset[str] = frozenset({"namedtuple", "setter"})
+NOT_FOLLOWED: frozenset[str] = frozenset({"namedtuple", "setter", "global_getter", "reexported",
+                                         "nested_function_returning_closure"})
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed), left out
 of the chains: `scripts/metamorphic_report.py` shows where each loses its findings."""
 
@@ -646,7 +713,9 @@ class Checker:
         folder = self.folder / f"case{self.count}"  # a new path for each program: nothing stale
         folder.mkdir()
         for name, text in files.items():
-            (folder / f"{name}.py").write_text(text, encoding="utf-8")
+            path = folder / f"{name}.py"  # `pkg/impl`: a module of a package
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         # a linter of its own: what one program's run learns must not reach the next
         linter = Linter(self.profile, RuleSelection(("CGL002",)), min_confidence=Confidence.MEDIUM)  # type: ignore[arg-type]
         result = linter.lint(discover([str(folder)]))

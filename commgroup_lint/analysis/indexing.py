@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commgroup_lint.analysis import ir
-from commgroup_lint.analysis.names import ImportTable, _package_prefix, collect_imports, module_name_for
+from commgroup_lint.analysis.names import (
+    ImportTable,
+    _package_prefix,
+    collect_imports,
+    collect_renames,
+    module_name_for,
+)
 from commgroup_lint.parsing import lower
 
 
@@ -88,4 +94,5 @@ def index_module(path: Path, display: str, text: str, frontend: str = "ast",
     """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`."""
     module = lower(text, display, frontend)
     name, is_package = module_name_for(path, namespaces)
-    return IndexedModule(display, ImportTable(name, is_package, collect_imports(module.body)), module, text)
+    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body))
+    return IndexedModule(display, imports, module, text)

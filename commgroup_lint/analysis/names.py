@@ -40,7 +40,8 @@ def _package_prefix(directory: Path, namespaces: frozenset[str] = frozenset()) -
 class ImportTable:
     """Maps local names to the qualified names they were imported as."""
 
-    def __init__(self, module: str, is_package: bool, imports: Iterable[ir.Import]) -> None:
+    def __init__(self, module: str, is_package: bool, imports: Iterable[ir.Import],
+                 renames: Iterable[tuple[str, ir.Expr]] = ()) -> None:
         self.module = module
         self._package = module if is_package else module.rpartition(".")[0]
         self._aliases: dict[str, str] = {}
@@ -52,6 +53,11 @@ class ImportTable:
                 found = self._alternatives.setdefault(name.asname, [])
                 if qualified not in found:
                     found.append(qualified)
+        for local, target in renames:  # `get_tp = parallel_state.get_tp_group`: one more name for it
+            renamed = self.qualify(target)
+            if renamed is not None and local not in self._aliases:
+                self._aliases[local] = renamed
+                self._alternatives[local] = [renamed]
 
     def imports(self, name: str) -> bool:
         """Whether an import of the module binds `name` (else it is the module's own, or a builtin)."""
@@ -93,6 +99,27 @@ class ImportTable:
             if target == qualified:
                 return local
         return None
+
+
+def collect_renames(body: Iterable[ir.Stmt]) -> list[tuple[str, ir.Expr]]:
+    """The module's top-level `alias = name` (or `= module.name`) assignments of a name bound
+    nowhere else at the top level: another name for the same object, as an import is."""
+    bound: dict[str, int] = {}
+    renames: list[tuple[str, ir.Expr]] = []
+    for stmt in body:
+        if isinstance(stmt, ir.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ir.Name):
+                    bound[target.id] = bound.get(target.id, 0) + 1
+                    if len(stmt.targets) == 1 and isinstance(stmt.value, (ir.Name, ir.Attr)) and _dotted(stmt.value):
+                        renames.append((target.id, stmt.value))
+        elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            bound[stmt.name] = bound.get(stmt.name, 0) + 1
+    return [(name, value) for name, value in renames if bound[name] == 1]
+
+
+def _dotted(e: ir.Expr) -> bool:
+    return isinstance(e, ir.Name) or isinstance(e, ir.Attr) and _dotted(e.value)
 
 
 def collect_imports(body: Iterable[ir.Stmt]) -> list[ir.Import]:

@@ -123,6 +123,9 @@ class FlowBase(ABC):
     def library_call(self, c: ir.Call, args: list[Value]) -> Value | None: ...
 
     @abstractmethod
+    def updated_dict(self, held: Value, method: str, c: ir.Call, args: list[Value]) -> Value: ...
+
+    @abstractmethod
     def container_method(self, f: Fact, method: str, c: ir.Call, args: list[Value]) -> Value | None: ...
 
     # calls

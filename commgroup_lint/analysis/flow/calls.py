@@ -94,6 +94,8 @@ class Calls(FlowBase):
                 methods = self.api.profile.methods
                 if method in methods.collective and guarded_groups(receiver) is None:
                     self.note_lost(c, receiver, receiver_expr)  # `lost.all_reduce(buf)`: its group unseen
+                    # `relay(group).all_reduce(buf)`: the helper's summary would say which group it returns
+                    self.facts.wanted |= {f.path.partition("(")[0] for f in receiver if isinstance(f, PathFact) and not f.named}
                 if method in methods.same_group | methods.register_pool and guarded_groups(receiver) is None:
                     receiver = self.as_group(receiver, receiver_expr)  # only a group has these methods
             if method == "enter_context" and args:  # `stack.enter_context(ctx)`: entered until the stack's block ends
@@ -101,6 +103,8 @@ class Calls(FlowBase):
                 result |= self.entered(args[0], c.args[0].value) - UNKNOWN_VALUE  # and returns what it entered
             elif method in _LIST_GROWING and args and self.reference_key(receiver_expr) is not None:
                 self.grow(receiver_expr, self.named(args[-1], c.args[-1].value) if method != "extend" else args[-1])
+            elif method in ("update", "setdefault") and (key := self.reference_key(receiver_expr)) in self.env:
+                self.env[key] = self.updated_dict(self.env[key], method, c, args)  # `options.update(group=g)`
             for f in receiver:
                 if isinstance(f, GroupFact) or isinstance(f, ParamFact) and self.is_group_method(method):
                     # a group parameter (or a record's group) is the group its caller passes:
@@ -296,7 +300,7 @@ class Calls(FlowBase):
         if behaviour is None:
             kinds = {type(f) for value in args for f in flatten(value)}
             if BufferFact in kinds:
-                self.facts.wanted.add(path)  # may consume the buffer: its summary would tell
+                self.facts.wanted.add(path)  # may consume the buffer, or return the group: its summary would tell
             if ParamFact in kinds:
                 self.facts.passes_params_to.add(path)
             if self.facts.class_qualname and path.startswith(self.facts.class_qualname + "."):

@@ -113,6 +113,22 @@ class Library(FlowBase):
         return None
 
 
+    def updated_dict(self, held: Value, method: str, c: ir.Call, args: list[Value]) -> Value:
+        """The dicts `held` after `update(...)` (keywords, a dict) or `setdefault(key, value)`."""
+        if method == "setdefault":
+            key = _key_of(c.args[0].value) if len(c.args) == 2 and not c.args[0].keyword else None
+            fields: tuple[tuple[str, Value], ...] = ((key, args[1]),) if key is not None else ()
+            return frozenset(f if isinstance(f, ObjectFact) and f.field(key or "") is not None else _with_fields(f, fields)
+                             for f in held)
+        if any(a.star for a in c.args):
+            return held
+        keywords = tuple((a.keyword, v) for a, v in zip(c.args, args) if a.keyword is not None)
+        given = [v for a, v in zip(c.args, args) if a.keyword is None]
+        merged = [f for v in given for f in v if isinstance(f, ObjectFact) and f.cls == DICT]
+        extra = tuple(item for f in merged for item in f.fields) if len(given) == len(merged) else ()
+        return frozenset(_with_fields(f, extra + keywords) for f in held)
+
+
 def dict_of_any(value: Value) -> Value:
     """A dict whose keys are not known (a comprehension's): every key maps to `value`."""
     return frozenset({ObjectFact(DICT, ((ANY_KEY, value),))})

@@ -54,6 +54,11 @@ class Literals(FlowBase):
         when_false = frozenset({(operand, False)}) if operand else frozenset()
         if isinstance(test, ir.Name):
             held = self.env.get(test.id)
+            source = self._sources.get(test.id)
+            if isinstance(source, ir.Call) and not source.args and test.id not in self.params:
+                # `use_world = world_gather_enabled()`, then `if use_world:`: a test of the call
+                called_true, called_false = self.literals(source)
+                when_true, when_false = when_true | called_true, when_false | called_false
         elif isinstance(test, ir.Attr) and self.on_self(test):
             held = self.attribute(test)
         elif isinstance(test, ir.Call):

@@ -273,6 +273,8 @@ class Statements(FlowBase):
             self._bindings[key] = self._bindings.get(key, 0) + 1
             if source is not None:
                 self._sources[key] = source
+            else:
+                self._sources.pop(key, None)
             if key_attribute(key) is not None:
                 previous = self.facts.stores.get(key, frozenset())
                 self.facts.stores[key] = previous | value
