@@ -91,7 +91,7 @@ def test_exit_1_with_findings(tree: Path) -> None:
         (("check", "pkg", "missing_dir"), "error: path 'missing_dir' does not exist; check the spelling or the current directory\n"),
         (("check", "--select", "CGL9", "pkg"), "error: --select: unknown rule code 'CGL9' (known: "),
         (("check", "--select", "CGL001,E501", "pkg"), "error: --select: unknown rule code 'E501' (known: "),
-        (("check", "--profile", "nope", "pkg"), "error: --profile: unknown profile 'nope' (shipped profiles: deepep, flashinfer, megatron, sglang, torch, vllm"),
+        (("check", "--profile", "nope", "pkg"), "error: --profile: unknown profile 'nope' (shipped profiles: deepep, deepspeed, flashinfer, megatron, sglang, tensorrt_llm, torch, transformer_engine, vllm"),
         (("check", "--format", "yaml", "pkg"), None),
         (("explain", "CGL999"), "error: unknown rule code 'CGL999' (known: CGL000, "),
         (("frobnicate",), None),

@@ -132,8 +132,9 @@ def test_standalone_file_has_top_level_keys(tmp_path: Path) -> None:
     ("extend-select = ['CGL9']", "key 'tool.commgroup-lint.extend-select': unknown rule code 'CGL9'"),
     ("exclude = 'build'", "key 'tool.commgroup-lint.exclude': must be a list of strings"),
     ("extend-exclude = [true]", "key 'tool.commgroup-lint.extend-exclude': must be a list of strings"),
-    ("profile = 'nope'", "key 'tool.commgroup-lint.profile': unknown profile 'nope' (shipped profiles: deepep, flashinfer, megatron, sglang,"
-                         " torch, vllm; your own engine goes in `profile-files`)"),
+    ("profile = 'nope'", "key 'tool.commgroup-lint.profile': unknown profile 'nope' (shipped profiles: deepep, deepspeed,"
+                         " flashinfer, megatron, sglang, tensorrt_llm, torch, transformer_engine, vllm; your own engine goes"
+                         " in `profile-files`)"),
     ("profile = 3", "key 'tool.commgroup-lint.profile': must be a string"),
     ("force-exclude = 'yes'", "key 'tool.commgroup-lint.force-exclude': must be true or false"),
     ("per-file-ignores = ['x']", "key 'tool.commgroup-lint.per-file-ignores': must be a table of glob = [codes]"),
@@ -253,11 +254,11 @@ def test_profile_key_and_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert len(codes_at(check(tmp_path, "a.py", monkeypatch=monkeypatch))) == 1
     result = check(tmp_path, "--profile", "nope", "a.py", monkeypatch=monkeypatch)
     assert result.exit_code == 2
-    assert result.stderr == ("error: --profile: unknown profile 'nope' (shipped profiles: deepep, flashinfer, megatron, sglang, torch, vllm; "
+    assert result.stderr == ("error: --profile: unknown profile 'nope' (shipped profiles: deepep, deepspeed, flashinfer, megatron, sglang, tensorrt_llm, torch, transformer_engine, vllm; "
                              "your own engine goes in `profile-files`)\n")
 
 
-NOPE = ("error: --profile: unknown profile 'nope' (shipped profiles: deepep, flashinfer, megatron, sglang, torch, vllm; "
+NOPE = ("error: --profile: unknown profile 'nope' (shipped profiles: deepep, deepspeed, flashinfer, megatron, sglang, tensorrt_llm, torch, transformer_engine, vllm; "
         "your own engine goes in `profile-files`)\n")
 
 
@@ -272,7 +273,7 @@ def test_only_the_option_is_labelled_with_the_option(tmp_path: Path, monkeypatch
     write(tmp_path, {"commgroup-lint.toml": "profile-files = ['acme.toml']\n",
                      "acme.toml": "[profile]\nextends = ['pytorch']\n"})
     expected = (f"error: {tmp_path / 'acme.toml'}: key 'profile.extends': unknown profile 'pytorch' (shipped profiles: "
-                "deepep, flashinfer, megatron, sglang, torch, vllm); extend one of these (a profile file cannot be extended)\n")
+                "deepep, deepspeed, flashinfer, megatron, sglang, tensorrt_llm, torch, transformer_engine, vllm); extend one of these (a profile file cannot be extended)\n")
     for option in ((), ("--profile", "torch")):
         result = CliRunner().invoke(main, [command, *option, "a.py"])
         assert (result.exit_code, result.stdout, result.stderr) == (2, "", expected)

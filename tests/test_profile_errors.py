@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from commgroup_lint.cli import main
 from commgroup_lint.profile import load_shipped, parse_profile, relation_problem
 
-SHIPPED = "deepep, flashinfer, megatron, sglang, torch, vllm"
+SHIPPED = "deepep, deepspeed, flashinfer, megatron, sglang, tensorrt_llm, torch, transformer_engine, vllm"
 FORMS = ("write `A == B`, `A < B` or `A > B` (A and B world-size quantities or integers, "
          "the operator between single spaces)")
 DOCS = Path(__file__).resolve().parent.parent / "docs"
