@@ -50,3 +50,11 @@ def test_no_file_names_a_development_machines_path() -> None:
         text = path.read_bytes().decode("utf-8", errors="replace")
         found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
     assert found == []
+
+
+def test_every_package_of_the_source_is_installed() -> None:
+    """A package added under `commgroup_lint/` (`analysis/flow/`) must be listed, or a
+    non-editable install (pre-commit's) lacks it while the editable one works."""
+    listed = set(toml.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(REPO).parts) for init in (REPO / "commgroup_lint").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
