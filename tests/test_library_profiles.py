@@ -111,3 +111,25 @@ def test_the_fixtures_are_found() -> None:
         "tensorrt_llm_userbuffers.py",
         "transformer_engine_symmetric_all_reduce.py", "transformer_engine_userbuffers.py",
     ]
+
+
+CACHE = (
+    "class KVCache:\n"
+    "    def __init__(self, pool):\n"
+    "        self.pool = pool\n"
+    "\n"
+    "    def read(self, layer):\n"
+    "        return self.pool.get_buffer(layer)\n"
+)
+
+
+def test_an_engine_method_counts_only_where_its_objects_can_exist(tmp_path: Path) -> None:
+    """`get_buffer` binds memory only on a TransformerEngine communicator: a run naming no way
+    to make one (`get_ub`, `transformer_engine`) does not read the files that say it."""
+    (tmp_path / "cache.py").write_text(CACHE)
+    alone = Linter(PROFILE, RuleSelection(("CGL",))).lint(discover([str(tmp_path / "cache.py")]))
+    assert alone.files_using_api == 0
+    (tmp_path / "layer.py").write_text((STATIC / "transformer_engine_userbuffers.py").read_text())
+    both = Linter(PROFILE, RuleSelection(("CGL",))).lint(discover([str(tmp_path)]))
+    assert both.files_using_api == 2
+    assert [(Path(f.path).name, f.start.line) for f in both.findings] == [("layer.py", 25)]

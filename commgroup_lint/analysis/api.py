@@ -380,6 +380,27 @@ class Api:
         hold a finding (the gate)."""
         return self._profile_words | self.helper_words
 
+    def method_word_owners(self) -> list[tuple[frozenset[str], frozenset[str]]]:
+        """For each engine profile (not the base one) declaring methods that bind memory to
+        their receiver's group (TransformerEngine's `ub.get_buffer`), those method names and the
+        names one of whose mention in the run means the engine's objects can exist there: the
+        final names of its getters, builders, allocators and contexts, and its packages' roots."""
+        owners = []
+        for part in self.profile.components[1:]:
+            words = part.methods.allocator | part.methods.register_pool | part.objects.allocator_methods
+            if words:
+                names = [*part.getters, *part.allocators, *part.contexts, *part.pool_contexts, *part.objects.names()]
+                finals = {n.partition("(")[0].rpartition(".")[2] for n in names}
+                owners.append((frozenset(words), frozenset(finals | {d.partition(".")[0] for d in part.detect})))
+        return owners
+
+    def forget_method_words(self, words: set[str]) -> None:
+        """`words` name no method of an object of this run (see `method_word_owners`): the gate
+        leaves them out, unless something else binds memory under that name too."""
+        base = self.profile.components[0]
+        kept = base.methods.allocator | base.methods.register_pool | base.objects.allocator_methods
+        self._profile_words -= (words - kept - self._function_words)
+
     def _anchors(self) -> dict[str, frozenset[str]]:
         """For a binding call whose final name another API shares (the profile's `unrelated`:
         the store's `rendezvous` is not symmetric memory's), the names of its module a file must
@@ -396,10 +417,15 @@ class Api:
         return {word: frozenset(found) for word, found in anchors.items()}
 
     def _binding_words(self) -> set[str]:
+        return (self._function_words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+                | set(self.profile.objects.allocator_methods))
+
+    @property
+    def _function_words(self) -> set[str]:
+        """The final names of the profile's functions and classes that bind memory."""
         words = set()
         for name in self.entries.names():
             entry = self.entries.get(name)
             if entry is not None and binds_memory(entry.call):
                 words.add(name.partition("(")[0].rpartition(".")[2])
-        return (words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
-                | set(self.profile.objects.allocator_methods))
+        return words

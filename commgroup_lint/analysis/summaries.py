@@ -139,6 +139,7 @@ class SummaryIndex:
         if mentions is None:
             texts = {d: s.text for d, s in pending.items()}
             mentions = lambda displays, words: mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
+        self._forget_absent_methods(pending, mentions)
         modules: ModuleFinder | None = None
         words: set[str] = set()
         hops = self._resume(pending) if resume else 0
@@ -165,6 +166,19 @@ class SummaryIndex:
             settled = False
         if not settled:
             self._settle(rounds=MAX_ROUNDS)
+
+    def _forget_absent_methods(self, pending: dict[str, ModuleSource],
+                               mentions: Callable[[Iterable[str], set[str]], set[str]]) -> None:
+        """An engine's methods that bind memory (`ub.get_buffer`) are no gate words in a run
+        where no file names any way to make its objects: SGLang says `get_buffer` in ten files
+        about its own caches, and never names TransformerEngine's `get_ub`."""
+        owners = self.api.method_word_owners()
+        if not owners:
+            return
+        mentions(pending, set().union(*(names for _, names in owners)))  # one search for all
+        named = [(words, bool(mentions(pending, set(names)))) for words, names in owners]
+        present = {word for words, seen in named if seen for word in words}
+        self.api.forget_method_words({word for words, seen in named if not seen for word in words} - present)
 
     def _resume(self, pending: dict[str, ModuleSource]) -> int:
         """Start where the last run ended, for a caller that knows no file changed, came or went
