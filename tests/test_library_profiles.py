@@ -104,10 +104,28 @@ def test_tensorrt_llm_workspace_is_compared_with_the_rank_list() -> None:
     )
 
 
+def test_tensorrt_llm_module_workspace_is_named_by_its_attribute() -> None:
+    assert _report("tensorrt_llm_module_workspace.py") == [(
+        "CGL002", 28, 26,
+        "the object built by `get_allreduce_workspace` is bound to group self.mapping.tp_group but reaches"
+        " `allreduce` on group self.mapping.cp_group at line 31; the analysis cannot tell whether these are one"
+        " group (each is known only by the expression holding it)",
+        None,
+    )]
+    assert _sites("tensorrt_llm_module_workspace.py") == (
+        "tensorrt_llm_module_workspace.py:18: AllReduce.__init__: `get_allreduce_workspace` (object) ->"
+        " self.mapping.tp_group\n"
+        "    consumed by `allreduce` on self.mapping.tp_group at tensorrt_llm_module_workspace.py:21\n"
+        "tensorrt_llm_module_workspace.py:28: HelixAllReduce.__init__: `get_allreduce_workspace` (object) ->"
+        " self.mapping.tp_group\n"
+        "    consumed by `allreduce` on self.mapping.cp_group at tensorrt_llm_module_workspace.py:31\n"
+    )
+
+
 def test_the_fixtures_are_found() -> None:
     libraries = ("deepspeed_", "tensorrt_llm_", "transformer_engine_")
     assert sorted(p.name for p in Path(STATIC).glob("*.py") if p.name.startswith(libraries)) == [
         "deepspeed_shm_inference_all_reduce.py", "deepspeed_symm_mem_reduce.py", "tensorrt_llm_allreduce_workspace.py",
-        "tensorrt_llm_userbuffers.py",
+        "tensorrt_llm_module_workspace.py", "tensorrt_llm_userbuffers.py",
         "transformer_engine_symmetric_all_reduce.py", "transformer_engine_userbuffers.py",
     ]
