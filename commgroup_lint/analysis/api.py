@@ -9,7 +9,7 @@ own functions are entries of the same shape, installed over the profile's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -240,6 +240,22 @@ def quantities(p: Profile) -> frozenset[str]:
             | frozenset(info.size for info in p.groups.values() if info.size))
 
 
+class _Computed(_Table[T]):
+    """A table whose answers a function computes (set by `use`), recorded like any other's:
+    what a star import binds depends on another file than the one analysed."""
+
+    def __init__(self) -> None:
+        super().__init__({}, ())
+        self._compute: Callable[[str], T | None] | None = None
+
+    def use(self, compute: Callable[[str], T | None] | None) -> None:
+        self._compute = compute
+        self._answers.clear()
+
+    def _find(self, name: str) -> T | None:
+        return self._compute(name) if self._compute is not None else None
+
+
 @dataclass
 class Api:
     """The lookup the dataflow consults for every call and attribute it meets."""
@@ -273,6 +289,7 @@ class Api:
         self.classes = _Table({}, ())
         self.signatures: _Table[tuple[str, ...]] = _Table({}, ())  # scanned definitions' parameter names
         self.misuses = _Table({}, ())
+        self.stars: _Computed[tuple[tuple[str, str], ...]] = _Computed()  # module -> what `from module import *` binds
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
         self.quantities = quantities(p)

@@ -221,7 +221,8 @@ class SummaryIndex:
             self._install_exports(cached[0].exports)
             return
         try:
-            module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
+            module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces,
+                                  self._star_names)
         except ParseFailure:
             self.parse_failed.add(source.display)  # reported by the check, if the file can hold a finding
             return
@@ -229,6 +230,9 @@ class SummaryIndex:
         self.modules[source.display] = module
         self._install_classes(tuple(module_classes(module.module, module.imports).items()))
         self._install_exports(_exports(module.imports))
+
+    def _star_names(self, module: str) -> tuple[tuple[str, str], ...] | None:
+        return self.api.stars.get(module)  # through the `Api`'s table: the lookup is recorded
 
     def _install_exports(self, exports: tuple[tuple[str, str], ...]) -> None:
         """What a module imports can be imported from it: a package's `__init__` re-exports."""
@@ -249,7 +253,8 @@ class SummaryIndex:
         module = self.modules[display]
         if module is None:
             s = self.sources[display]
-            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend, self.api.namespaces)
+            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend, self.api.namespaces,
+                                                                   self._star_names)
         return module
 
     def _wanted(self) -> set[str]:
