@@ -30,6 +30,9 @@ class Builder:
 
     group: GroupParam
     attr: str | None = None
+    also: tuple[GroupParam, ...] = ()
+    """Other arguments that carry a group, which must be the object's too (FlashInfer's
+    `comm_backend`, the backend its handles are exchanged through): each runs on the object's group."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,13 @@ def parse_objects(r: _Reader, data: dict[str, Any]) -> Objects:
 
 
 def _builder(r: _Reader, data: Any, where: str) -> Builder:
-    data = r.entry(data, where, {"param", "index", "shape", "default", "attr"})
-    group = r.group_param({k: v for k, v in data.items() if k != "attr"}, where)
-    return Builder(group, r.optional(data, "attr", where))
+    data = r.entry(data, where, {"param", "index", "shape", "default", "attr", "also"})
+    group = r.group_param({k: v for k, v in data.items() if k not in ("attr", "also")}, where)
+    also = data.get("also", [])
+    if not isinstance(also, list) or not all(isinstance(a, dict) for a in also):
+        raise r.fail(f"{where}.also", "must be a list of tables (each with `param` and `index`)")
+    return Builder(group, r.optional(data, "attr", where),
+                   tuple(r.group_param(a, f"{where}.also[{i}]") for i, a in enumerate(also)))
 
 
 def _consumer(r: _Reader, data: Any, where: str) -> ObjectConsumer:

@@ -73,7 +73,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.facts import is_symbolic
-from commgroup_lint.analysis.verdict import Mismatch, Removed, best, mismatches
+from commgroup_lint.analysis.verdict import Mismatch, Removed, best, exchanged_on_default, mismatches
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, reached
@@ -168,13 +168,20 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
     if lead.plain:
         subject += " (which has one rank here: the memory is not registered at all)"
     first = lead.consumption
-    message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
+    exchanged = exchanged_on_default(first)
+    if exchanged:
+        consumer = format_groups(lead.consumer)
+        on = f"the group of `{consumer}`" if any(is_symbolic(g) for g in lead.consumer) else f"group {consumer}"
+        message = f"{subject} (its `{allocation.defaulted}` not given: the default) but its `{first.collective}` " \
+                  f"runs on {on}"
+    else:
+        message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}
     if others:
         message += f" (and {len(others)} more collective{'s' if len(others) > 1 else ''})"
     if lead.condition:
         message += f", when {lead.condition}"
-    if any(is_symbolic(g) for g in lead.bound | lead.consumer):
+    if any(is_symbolic(g) for g in lead.bound | lead.consumer) and not exchanged:
         message += "; the analysis cannot tell whether these are one group (each is known only by the expression" \
                    " holding it)"
     return message

@@ -58,7 +58,9 @@ def test_the_worked_example_reports_both_bugs(project: Path) -> None:
     ({"consumers": {"lib.op": {"group": {"param": "g"}}}}, 'objects.consumers."lib.op".object',
      "is required (a table with `param` and `index`: the argument holding the object)"),
     ({"builders": {"lib.Buffer": {"param": "group", "atr": "x"}}}, 'objects.builders."lib.Buffer".atr',
-     "unknown key (expected one of: attr, default, index, param, shape)"),
+     "unknown key (expected one of: also, attr, default, index, param, shape)"),
+    ({"builders": {"lib.Buffer": {"param": "group", "also": {"param": "backend"}}}}, 'objects.builders."lib.Buffer".also',
+     "must be a list of tables (each with `param` and `index`)"),
     ({"methods": {"consumers": ["dispatch"]}}, "objects.methods.consumers",
      "unknown key (expected one of: allocator, consumer)"),
     ({"builder": {}}, "objects.builder", "unknown key (expected one of: builders, consumers, methods)"),
@@ -76,3 +78,18 @@ def test_the_shipped_library_profiles_describe_objects() -> None:
     assert "flashinfer.comm.allreduce.allreduce_fusion" in flashinfer.objects.consumers
     assert deepep.objects.builders["deep_ep.Buffer"].group.index == 0
     assert {"dispatch", "combine"} <= deepep.objects.consumer_methods
+
+
+STATIC = Path(__file__).resolve().parent / "fixtures" / "static"
+
+
+@pytest.mark.parametrize("name", ["flashinfer_workspace_vllm_no_group", "flashinfer_workspace_sglang_no_group"])
+def test_a_workspace_left_to_world_beside_a_backend_of_another_group(name: str) -> None:
+    """The upstream bug (vllm-project/vllm#45917, sgl-project/sglang#24452): reported at default
+    confidence, naming the omitted argument and the one that carries the other group."""
+    result = CliRunner().invoke(main, ["check", "--no-cache", str(STATIC / f"{name}.py")])
+    lines = [line.split(": ", 1)[1] for line in result.stdout.splitlines() if ": CGL" in line]
+    assert (result.exit_code, lines) == (1, [
+        "CGL002 the object built by `create_allreduce_fusion_workspace` is bound to group world (its `group` not "
+        "given: the default) but its `comm_backend` runs on the group of `group`",
+    ])

@@ -80,6 +80,7 @@ class Memory:
     cond: PathCondition = frozenset()  # in the callee's terms: when the memory is bound at all
     via: str | None = None  # "path:line" where the helper took it from a deeper helper
     chosen: bool = False  # that call chose the group (passed one of its own to the deeper helper)
+    peers: tuple[ArgRef, ...] = ()  # a builder's other arguments carrying a group, which must be the object's
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ class Allocation:
     at: PathCondition = frozenset()  # the path to the call itself (where a missing argument fails)
     switch: PathCondition = frozenset()  # of `cond`, what its context's switch needs (`disabled=not symm`)
     param_attr: str | None = None  # the attribute of the parameter supplying the group that is the group (`pgs.tp`)
+    defaulted: str | None = None  # the group parameter the call leaves out, bound to its default (WORLD)
 
     @property
     def short_name(self) -> str:

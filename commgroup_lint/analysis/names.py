@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -103,19 +103,35 @@ class ImportTable:
 
 def collect_renames(body: Iterable[ir.Stmt]) -> list[tuple[str, ir.Expr]]:
     """The module's top-level `alias = name` (or `= module.name`) assignments of a name bound
-    nowhere else at the top level: another name for the same object, as an import is."""
+    nowhere else at the top level: another name for the same object, as an import is. An
+    optional import's alias counts too: bound in an `if` or `try` of the module body, and
+    otherwise only to `None` (`except ImportError: _f = None`), which nothing calls."""
     bound: dict[str, int] = {}
     renames: list[tuple[str, ir.Expr]] = []
-    for stmt in body:
+    for stmt in _top_level(body):
         if isinstance(stmt, ir.Assign):
             for target in stmt.targets:
                 if isinstance(target, ir.Name):
+                    if isinstance(stmt.value, ir.Const) and stmt.value.value is None:
+                        continue  # the fallback of an optional import
                     bound[target.id] = bound.get(target.id, 0) + 1
                     if len(stmt.targets) == 1 and isinstance(stmt.value, (ir.Name, ir.Attr)) and _dotted(stmt.value):
                         renames.append((target.id, stmt.value))
         elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
             bound[stmt.name] = bound.get(stmt.name, 0) + 1
     return [(name, value) for name, value in renames if bound[name] == 1]
+
+
+def _top_level(body: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
+    """The module body's statements, with those of its `if` and `try` blocks (run once, at import)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ir.If):
+            yield from _top_level(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.Try):
+            yield from _top_level(stmt.body + stmt.orelse + stmt.finalbody)
+            for handler in stmt.handlers:
+                yield from _top_level(handler)
 
 
 def _dotted(e: ir.Expr) -> bool:

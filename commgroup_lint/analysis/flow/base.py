@@ -210,6 +210,10 @@ class FlowBase(ABC):
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None: ...
 
     @abstractmethod
+    def exchange(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], c: ir.Call,
+                 arguments: Arguments) -> None: ...
+
+    @abstractmethod
     def group_size(self, group: GroupFact) -> Fact: ...
 
     @abstractmethod

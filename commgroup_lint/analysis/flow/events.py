@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from commgroup_lint.analysis import behaviour as b
@@ -22,6 +23,7 @@ from commgroup_lint.analysis.facts import (
     GroupFact,
     GroupUse,
     Guarded,
+    ObjectFact,
     ParamFact,
     ParamUse,
     PathFact,
@@ -91,6 +93,7 @@ class Events(FlowBase):
         `param_attr` the attribute of it that is (`pgs.tp`); `switch`: the literals under which a
         context's switch leaves it on (part of its condition)."""
         missing: str | None = None
+        defaulted: str | None = None
         group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
         if binding.param is None:
@@ -101,6 +104,7 @@ class Events(FlowBase):
                 value = None  # `group=None`: the default
             if value is None and binding.default:
                 groups = binding.default
+                defaulted = binding.param.param
             elif value is None and arguments.has_star_args:
                 groups = None
             elif value is None:
@@ -121,7 +125,7 @@ class Events(FlowBase):
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond | switch, self.statement, via=via[0],
-            chosen=via[1], at=self.cond, switch=switch, param_attr=param_attr,
+            chosen=via[1], at=self.cond, switch=switch, param_attr=param_attr, defaulted=defaulted,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)
@@ -236,6 +240,18 @@ class Events(FlowBase):
                         out.add(GroupFact(group, guard))
         return frozenset(out)
 
+    def exchange(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], c: ir.Call, arguments: Arguments) -> None:
+        """A builder's other arguments that carry a group (`comm_backend=TorchDistBackend(group=tp)`,
+        the backend its handles are exchanged through) run on the object's group too: each is a
+        consumer of the new object, on the group it carries."""
+        for peer in peers:
+            value = self.argument(arguments, peer)
+            groups = frozenset(carried_groups(value)) if value is not None else frozenset()
+            if groups:
+                expr = self.argument_expr(arguments, peer)
+                self.consume(c, frozenset({BufferFact(allocation)}), self.as_group(groups, expr), peer.param,
+                             frozenset(), False, objects=True)
+
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
         """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
         `use_mem_pool(pool)`) is bound to the group too, so the pool's variable carries it."""
@@ -319,6 +335,18 @@ def _merged(a: Allocation, b_: Allocation) -> Allocation:
     common = a.cond & b_.cond
     groups = {(g, guard | (x.cond - common)) for x in (a, b_) for g, guard in x.groups or ()}
     return replace(a, groups=tuple(sorted(groups, key=lambda g: (g[0], sorted(g[1])))), cond=common)
+
+
+def carried_groups(value: Value) -> Iterator[Fact]:
+    """The groups a value carries: a group itself, or an object built around one (a backend
+    whose constructor kept the group it was given: `TorchDistributedCommBackend(group)`)."""
+    for f in flatten(value):
+        if isinstance(f, (GroupFact, ParamFact)):
+            yield f
+        elif isinstance(f, ObjectFact):
+            for _, held in f.fields:
+                if guarded_groups(held) is not None:
+                    yield from held
 
 
 def _is_none(expr: ir.Expr | None) -> bool:
