@@ -23,13 +23,21 @@ SGLang 0.5.9 on attention TP is the TP group when `attn_tp_size == tp_size`; the
 then says `attn_tp_size != tp_size`). Two groups created apart (two `new_group` calls over the
 same ranks) are two groups.
 
+An object a library builds for a group (a FlashInfer workspace, a DeepEP buffer: `[objects]` in
+the profile) is checked the same way against the ops that take it, and against the builder's own
+other group arguments: `create_allreduce_fusion_workspace(..., comm_backend=TorchDistBackend(group=tp))`
+without `group` binds the workspace's rendezvous to WORLD, the default, while its handles are
+exchanged on TP (vLLM and SGLang hung at warm-up with DP > 1 this way).
+
 ## Confidence
 - **high**: the mismatch holds always, or under a relation of world sizes only.
 - **medium**: it needs a flag or mode the code sets (`self.use_attn_tp_group`,
   `should_use_dp_reduce_scatterv()`, a boolean parameter).
 - **low**: it rests on something the analysis could not read: a helper's condition it could
   not translate to the caller, two groups known only by the expressions holding them
-  (`self.group` and `group`), which may be one object, or one of several callables a value
+  (`self.group` and `group`), which may be one object (but not a builder that leaves its group
+  to the default while the same call gives another argument a group: the code named a group there
+  and none for the object), or one of several callables a value
   may hold (`self._gather = pick(mode)`, called later: `when self._gather is _to_attn_tp`),
   chosen where the analysis cannot say when. What two different callables of one value do
   is never combined on one path.
