@@ -293,6 +293,7 @@ class ParamUse:
     groups: tuple[Fact, ...]  # GroupFacts (with guards) or ParamFacts (the group comes from a parameter)
     cond: PathCondition
     name: str  # the collective's display name
+    objects: bool = False  # by an op taking group-bound objects: it consumes the caller's object, not memory
 
 
 @dataclass

@@ -157,10 +157,10 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             fixed = tuple(sorted({(g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact)},
                                  key=canonical))
             if fixed:
-                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name))
+                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name, objects=use.objects))
             for g in use.groups:
                 if isinstance(g, ParamFact) and (group_ref := arg(g.index, g.attr)) is not None:
-                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name))
+                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name, objects=use.objects))
     returned_ids = {id(f.allocation) for r in facts.returns for f in flatten(frozenset({r}))
                     if isinstance(f, (BufferFact, ContextFact))}
     keeps = tuple(dict.fromkeys(

@@ -274,10 +274,10 @@ class Events(FlowBase):
         groups = guarded_groups(group_value)
         self.want_groups(group_value)
         for f in flatten(value):
-            if isinstance(f, ParamFact) and f.attr is None and groups is not None and not objects:  # (`x.grad`: other memory)
-                uses = self.facts.param_uses.setdefault(f.index, [])
+            if isinstance(f, ParamFact) and f.attr is None and groups is not None:  # (`x.grad`: other memory)
+                uses = self.facts.param_uses.setdefault(f.index, [])  # an object parameter: each caller's object
                 use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
-                               scoped(self.cond | extra | f.guard, PORTABLE), name)
+                               scoped(self.cond | extra | f.guard, PORTABLE), name, objects)
                 if use not in uses:
                     uses.append(use)
             if not isinstance(f, BufferFact) or groups is None or (f.allocation.how == "object") != objects:
