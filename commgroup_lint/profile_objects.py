@@ -33,6 +33,9 @@ class Builder:
     also: tuple[GroupParam, ...] = ()
     """Other arguments that carry a group, which must be the object's too (FlashInfer's
     `comm_backend`, the backend its handles are exchanged through): each runs on the object's group."""
+    size: GroupParam | None = None
+    """The argument giving how many ranks the object spans (`world_size`): a group's world size
+    there (`get_tensor_model_parallel_world_size()`) says which group the object is meant for."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,14 @@ def parse_objects(r: _Reader, data: dict[str, Any]) -> Objects:
 
 
 def _builder(r: _Reader, data: Any, where: str) -> Builder:
-    data = r.entry(data, where, {"param", "index", "shape", "default", "attr", "also"})
-    group = r.group_param({k: v for k, v in data.items() if k not in ("attr", "also")}, where)
+    data = r.entry(data, where, {"param", "index", "shape", "default", "attr", "also", "size"})
+    group = r.group_param({k: v for k, v in data.items() if k not in ("attr", "also", "size")}, where)
+    size = r.group_param(data["size"], f"{where}.size") if "size" in data else None
     also = data.get("also", [])
     if not isinstance(also, list) or not all(isinstance(a, dict) for a in also):
         raise r.fail(f"{where}.also", "must be a list of tables (each with `param` and `index`)")
     return Builder(group, r.optional(data, "attr", where),
-                   tuple(r.group_param(a, f"{where}.also[{i}]") for i, a in enumerate(also)))
+                   tuple(r.group_param(a, f"{where}.also[{i}]") for i, a in enumerate(also)), size)
 
 
 def _consumer(r: _Reader, data: Any, where: str) -> ObjectConsumer:

@@ -27,7 +27,9 @@ An object a library builds for a group (a FlashInfer workspace, a DeepEP buffer:
 the profile) is checked the same way against the ops that take it, and against the builder's own
 other group arguments: `create_allreduce_fusion_workspace(..., comm_backend=TorchDistBackend(group=tp))`
 without `group` binds the workspace's rendezvous to WORLD, the default, while its handles are
-exchanged on TP (vLLM and SGLang hung at warm-up with DP > 1 this way).
+exchanged on TP (vLLM and SGLang hung at warm-up with DP > 1 this way); so does
+`create_allreduce_fusion_workspace(world_size=tp_size, ...)` without `group`, a workspace that
+spans the TP ranks built on WORLD.
 
 ## Confidence
 - **high**: the mismatch holds always, or under a relation of world sizes only.
@@ -181,7 +183,7 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
         consumer = format_groups(lead.consumer)
         on = f"the group of `{consumer}`" if any(is_symbolic(g) for g in lead.consumer) else f"group {consumer}"
         message = f"{subject} (its `{allocation.defaulted}` not given: the default) but its `{first.collective}` " \
-                  f"runs on {on}"
+                  f"is for {on}"
     else:
         message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}

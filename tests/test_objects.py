@@ -58,7 +58,7 @@ def test_the_worked_example_reports_both_bugs(project: Path) -> None:
     ({"consumers": {"lib.op": {"group": {"param": "g"}}}}, 'objects.consumers."lib.op".object',
      "is required (a table with `param` and `index`: the argument holding the object)"),
     ({"builders": {"lib.Buffer": {"param": "group", "atr": "x"}}}, 'objects.builders."lib.Buffer".atr',
-     "unknown key (expected one of: also, attr, default, index, param, shape)"),
+     "unknown key (expected one of: also, attr, default, index, param, shape, size)"),
     ({"builders": {"lib.Buffer": {"param": "group", "also": {"param": "backend"}}}}, 'objects.builders."lib.Buffer".also',
      "must be a list of tables (each with `param` and `index`)"),
     ({"methods": {"consumers": ["dispatch"]}}, "objects.methods.consumers",
@@ -91,5 +91,15 @@ def test_a_workspace_left_to_world_beside_a_backend_of_another_group(name: str) 
     lines = [line.split(": ", 1)[1] for line in result.stdout.splitlines() if ": CGL" in line]
     assert (result.exit_code, lines) == (1, [
         "CGL002 the object built by `create_allreduce_fusion_workspace` is bound to group world (its `group` not "
-        "given: the default) but its `comm_backend` runs on the group of `group`",
+        "given: the default) but its `comm_backend` is for the group of `group`",
+    ])
+
+
+def test_a_workspace_left_to_world_that_spans_the_tp_ranks() -> None:
+    """vLLM's fusion pass before vllm-project/vllm#34109: `world_size=self.tp_size` and no group."""
+    result = CliRunner().invoke(main, ["check", "--no-cache", str(STATIC / "flashinfer_workspace_vllm_pass_no_group.py")])
+    lines = [line.split(": ", 1)[1] for line in result.stdout.splitlines() if ": CGL" in line]
+    assert (result.exit_code, lines) == (1, [
+        "CGL002 the object built by `create_allreduce_fusion_workspace` is bound to group world (its `group` not "
+        "given: the default) but its `world_size` is for group tp, when tp_size > 1",
     ])

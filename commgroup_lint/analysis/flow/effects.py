@@ -225,8 +225,8 @@ class Effects(FlowBase):
             how = "object" if self.api.builds_object(path) else item.how  # a builder's body, read: still an object
             allocation = self.allocate(how, path, c, arguments, item.binding, item.origin, cond,
                                        via=(item.via, item.chosen))
-            if allocation is not None and item.peers:
-                self.exchange(allocation, item.peers, c, arguments)
+            if allocation is not None and (item.peers or item.span):
+                self.exchange(allocation, item.peers, item.span, c, arguments)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):
             if _switched_off(item, arguments):

@@ -104,7 +104,7 @@ class Events(FlowBase):
                 value = None  # `group=None`: the default
             if value is None and binding.default:
                 groups = binding.default
-                defaulted = binding.param.param
+                defaulted = None if arguments.has_star_args else binding.param.param  # (`**kw` may hold it)
             elif value is None and arguments.has_star_args:
                 groups = None
             elif value is None:
@@ -240,10 +240,17 @@ class Events(FlowBase):
                         out.add(GroupFact(group, guard))
         return frozenset(out)
 
-    def exchange(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], c: ir.Call, arguments: Arguments) -> None:
+    def exchange(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
+                 arguments: Arguments) -> None:
         """A builder's other arguments that carry a group (`comm_backend=TorchDistBackend(group=tp)`,
         the backend its handles are exchanged through) run on the object's group too: each is a
-        consumer of the new object, on the group it carries."""
+        consumer of the new object, on the group it carries. So, when its group is left to the
+        default, is the argument saying how many ranks it spans (`world_size=tp_size`): on the
+        group whose world size that is."""
+        if span is not None and allocation.defaulted is not None:
+            sized = self.sized_groups(self.argument(arguments, span) or frozenset())
+            if sized:
+                self.consume(c, frozenset({BufferFact(allocation)}), sized, span.param, frozenset(), False, objects=True)
         for peer in peers:
             value = self.argument(arguments, peer)
             groups = frozenset(carried_groups(value)) if value is not None else frozenset()
@@ -251,6 +258,12 @@ class Events(FlowBase):
                 expr = self.argument_expr(arguments, peer)
                 self.consume(c, frozenset({BufferFact(allocation)}), self.as_group(groups, expr), peer.param,
                              frozenset(), False, objects=True)
+
+    def sized_groups(self, value: Value) -> Value:
+        """The groups whose world size `value` is (`tp` for `get_tensor_model_parallel_world_size()`)."""
+        quantities = {f.quantity for f in flatten(value) if isinstance(f, SizeFact)}
+        return frozenset(GroupFact(group) for group, info in self.api.profile.groups.items()
+                         if info.size is not None and info.size in quantities)
 
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
         """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
