@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from commgroup_lint.profile import GroupParam, _Reader
 
 KEYS = frozenset({"builders", "consumers", "methods"})
-METHOD_KEYS = frozenset({"allocator", "consumer"})
+METHOD_KEYS = frozenset({"allocator", "consumer", "handle"})
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,13 @@ class Objects:
     consumers: dict[str, ObjectConsumer] = field(default_factory=dict)
     allocator_methods: frozenset[str] = frozenset()  # on an object: memory of the object (its group's)
     consumer_methods: frozenset[str] = frozenset()  # on an object: run on its group, consuming their arguments
+    handle_methods: frozenset[str] = frozenset()  # consumer methods returning a handle valid on the object's group only
 
     def merged(self, other: Objects) -> Objects:
         """This table extended (and overridden, entry by entry) by `other`."""
         return Objects({**self.builders, **other.builders}, {**self.consumers, **other.consumers},
-                       self.allocator_methods | other.allocator_methods, self.consumer_methods | other.consumer_methods)
+                       self.allocator_methods | other.allocator_methods, self.consumer_methods | other.consumer_methods,
+                       self.handle_methods | other.handle_methods)
 
     def names(self) -> frozenset[str]:
         """The qualified names its entries describe (pinned when given by `extend-profile`)."""
@@ -73,8 +75,9 @@ def parse_objects(r: _Reader, data: dict[str, Any]) -> Objects:
                 for name, entry in r.table(data, "builders", "objects").items()}
     consumers = {name: _consumer(r, entry, r.at("objects.consumers", name))
                  for name, entry in r.table(data, "consumers", "objects").items()}
+    handles = frozenset(r.strings(methods, "handle", "objects.methods"))
     return Objects(builders, consumers, frozenset(r.strings(methods, "allocator", "objects.methods")),
-                   frozenset(r.strings(methods, "consumer", "objects.methods")))
+                   frozenset(r.strings(methods, "consumer", "objects.methods")) | handles, handles)
 
 
 def _builder(r: _Reader, data: Any, where: str) -> Builder:

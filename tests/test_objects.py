@@ -62,7 +62,7 @@ def test_the_worked_example_reports_both_bugs(project: Path) -> None:
     ({"builders": {"lib.Buffer": {"param": "group", "also": {"param": "backend"}}}}, 'objects.builders."lib.Buffer".also',
      "must be a list of tables (each with `param` and `index`)"),
     ({"methods": {"consumers": ["dispatch"]}}, "objects.methods.consumers",
-     "unknown key (expected one of: allocator, consumer)"),
+     "unknown key (expected one of: allocator, consumer, handle)"),
     ({"builder": {}}, "objects.builder", "unknown key (expected one of: builders, consumers, methods)"),
 ])
 def test_errors_in_the_objects_table_name_the_key(table: dict, key: str, message: str) -> None:

@@ -294,6 +294,7 @@ class ParamUse:
     cond: PathCondition
     name: str  # the collective's display name
     objects: bool = False  # by an op taking group-bound objects: it consumes the caller's object, not memory
+    on_object: int | None = None  # on the group of the object this parameter holds (`buffer.combine(view)`)
 
 
 @dataclass

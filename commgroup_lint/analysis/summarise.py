@@ -154,6 +154,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         if ref is None:
             continue
         for use in uses:
+            if use.on_object is not None and (holder := arg(use.on_object)) is not None:
+                consumes.append(b.Consume(ref, on_object=holder, cond=use.cond, name=use.name, objects=True))
             fixed = tuple(sorted({(g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact)},
                                  key=canonical))
             if fixed:

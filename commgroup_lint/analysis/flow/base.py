@@ -224,6 +224,9 @@ class FlowBase(ABC):
     def is_object_method(self, method: str) -> bool: ...
 
     @abstractmethod
+    def object_param_method(self, obj: ParamFact, method: str, args: list[Value]) -> None: ...
+
+    @abstractmethod
     def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...
 
     @abstractmethod

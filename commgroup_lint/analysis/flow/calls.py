@@ -112,6 +112,8 @@ class Calls(FlowBase):
                     result |= self.group_method(f, method, c, args)
                 elif isinstance(f, BufferFact) and f.allocation.how == "object" and self.is_object_method(method):
                     result |= self.object_method(f, method, c, args)
+                elif isinstance(f, ParamFact) and f.attr is None and method in self.api.profile.objects.consumer_methods:
+                    self.object_param_method(f, method, args)  # `buffer.combine(view, handle)`, `buffer` a parameter
                 elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
                     result.add(f)
                     made_new = False

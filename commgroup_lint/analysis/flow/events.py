@@ -218,13 +218,27 @@ class Events(FlowBase):
 
     def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
         """A method called on an object bound to a group (`buffer.combine(x, handle)`): the
-        profile's `[objects.methods]` run on the object's group, or return its memory."""
+        profile's `[objects.methods]` run on the object's group (a handle method returning a
+        handle of the object), or return its memory."""
         if method in self.api.profile.objects.consumer_methods:
             groups = self.object_groups(frozenset({obj}))  # (no group use: it is given no group)
             for value in (frozenset({obj}), *args):  # itself (listed), and another object given to it
                 self.consume(c, value, groups, method, frozenset(), False, objects=True)
-            return {UNKNOWN}
+            # `dispatch`: its handle is of the object (valid for its `combine`, on its group, only)
+            return {obj} if method in self.api.profile.objects.handle_methods else {UNKNOWN}
         return {obj}  # an allocator method: a view of the object's own memory
+
+    def object_param_method(self, obj: ParamFact, method: str, args: list[Value]) -> None:
+        """A consumer method of an object the caller passes (`def combine_on(buffer, view, h):
+        buffer.combine(view, h)`): the objects given to it as parameters are consumed on that
+        object's group, each caller's."""
+        for value in args:
+            for f in flatten(value):
+                if isinstance(f, ParamFact) and f.attr is None and f.index != obj.index:
+                    uses = self.facts.param_uses.setdefault(f.index, [])
+                    use = ParamUse((), scoped(self.cond | f.guard, PORTABLE), method, True, obj.index)
+                    if use not in uses:
+                        uses.append(use)
 
     def object_groups(self, value: Value) -> Value:
         """The groups the objects in `value` are bound to (a parameter's symbolic group stands
