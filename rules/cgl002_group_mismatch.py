@@ -171,19 +171,21 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
         subject = f"the object built by `{allocation.short_name}` is bound to group {bound}"
     else:
         subject = f"memory from `{allocation.short_name}` is bound to group {bound}"
-    if allocation.bound_at and (allocation.hidden or allocation.chosen):  # the group is not this call's argument
+    exchanged = exchanged_on_default(lead.consumption)
+    if exchanged:  # the builder's own argument, left out (in the helper, when that is where)
+        inside = f" at {ctx.where(allocation.bound_at)}" if allocation.bound_at else ""
+        subject += f" (its `{allocation.defaulted}` not given{inside}: the default)"
+    elif allocation.bound_at and (allocation.hidden or allocation.chosen):  # the group is not this call's argument
         inside = "fixed inside the helper" if allocation.hidden else "bound inside the helper"
         through = f"taken at {ctx.where(allocation.via)}, " if allocation.via else ""
         subject += f" ({through}{inside} at {ctx.where(allocation.bound_at)})"
     if lead.plain:
         subject += " (which has one rank here: the memory is not registered at all)"
     first = lead.consumption
-    exchanged = exchanged_on_default(first)
     if exchanged:
         consumer = format_groups(lead.consumer)
         on = f"the group of `{consumer}`" if any(is_symbolic(g) for g in lead.consumer) else f"group {consumer}"
-        message = f"{subject} (its `{allocation.defaulted}` not given: the default) but its `{first.collective}` " \
-                  f"is for {on}"
+        message = f"{subject} but its `{first.collective}` is for {on}"
     else:
         message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}

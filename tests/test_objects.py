@@ -89,10 +89,10 @@ def test_a_workspace_left_to_world_beside_a_backend_of_another_group(name: str) 
     confidence, naming the omitted argument and the one that carries the other group."""
     result = CliRunner().invoke(main, ["check", "--no-cache", str(STATIC / f"{name}.py")])
     lines = [line.split(": ", 1)[1] for line in result.stdout.splitlines() if ": CGL" in line]
-    assert (result.exit_code, lines) == (1, [
-        "CGL002 the object built by `create_allreduce_fusion_workspace` is bound to group world (its `group` not "
-        "given: the default) but its `comm_backend` is for the group of `group`",
-    ])
+    assert (result.exit_code, lines[0]) == (
+        1, "CGL002 the object built by `create_allreduce_fusion_workspace` is bound to group world (its `group` not "
+           "given: the default) but its `comm_backend` is for the group of `group`")
+    assert len(lines) == {"flashinfer_workspace_vllm_no_group": 1, "flashinfer_workspace_sglang_no_group": 2}[name]
 
 
 def test_a_workspace_left_to_world_that_spans_the_tp_ranks() -> None:
@@ -103,3 +103,26 @@ def test_a_workspace_left_to_world_that_spans_the_tp_ranks() -> None:
         "CGL002 the object built by `create_allreduce_fusion_workspace` is bound to group world (its `group` not "
         "given: the default) but its `world_size` is for group tp, when tp_size > 1",
     ])
+
+
+def test_a_manager_given_the_tp_size_for_a_workspace_left_to_world(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang before sgl-project/sglang#24452: the size comes from the caller, the builder is in the
+    manager's method, reached through the module's one instance."""
+    monkeypatch.chdir(STATIC.parent.parent.parent)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "tests/fixtures/static/flashinfer_workspace_sglang_manager_no_group.py"])
+    lines = [line.split(": ", 1)[1] for line in result.stdout.splitlines() if ": CGL" in line]
+    where = "tests/fixtures/static/flashinfer_workspace_sglang_manager_no_group.py:42"
+    assert (result.exit_code, lines) == (1, [
+        f"CGL002 the object built by `initialize` is bound to group world (its `group` not given at {where}: the "
+        "default) but its `world_size` is for group tp, when tp_size > 1 and (not initialized or tp_size != "
+        "world_size) and comm is not None (no fix: the helper fixes the group inside, at "
+        f"{where}: give it a group parameter)",
+    ])
+
+
+def test_the_fixed_manager_binds_its_workspace_to_the_tp_group() -> None:
+    """SGLang 0.5.12's form: `group=device_group` inside a `dict(...)` the call spreads (`**kwargs`)."""
+    result = CliRunner().invoke(main, ["sites", str(STATIC / "flashinfer_workspace_sglang_manager_group.py")])
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].endswith(
+        "FlashInferWorkspaceManager.initialize: `create_allreduce_fusion_workspace` (object) -> tp")

@@ -82,6 +82,7 @@ class Memory:
     chosen: bool = False  # that call chose the group (passed one of its own to the deeper helper)
     peers: tuple[ArgRef, ...] = ()  # a builder's other arguments carrying a group, which must be the object's
     span: ArgRef | None = None  # a builder's argument giving how many ranks the object spans (`world_size`)
+    defaulted: str | None = None  # the builder's group parameter left out: the object is on its default
 
 
 @dataclass(frozen=True)

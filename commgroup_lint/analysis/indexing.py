@@ -13,6 +13,7 @@ from commgroup_lint.analysis.names import (
     ImportTable,
     _package_prefix,
     collect_imports,
+    collect_instances,
     collect_renames,
     module_name_for,
 )
@@ -94,5 +95,6 @@ def index_module(path: Path, display: str, text: str, frontend: str = "ast",
     """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`."""
     module = lower(text, display, frontend)
     name, is_package = module_name_for(path, namespaces)
-    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body))
+    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body),
+                          collect_instances(module.body))
     return IndexedModule(display, imports, module, text)

@@ -41,7 +41,7 @@ class ImportTable:
     """Maps local names to the qualified names they were imported as."""
 
     def __init__(self, module: str, is_package: bool, imports: Iterable[ir.Import],
-                 renames: Iterable[tuple[str, ir.Expr]] = ()) -> None:
+                 renames: Iterable[tuple[str, ir.Expr]] = (), instances: Iterable[tuple[str, ir.Expr]] = ()) -> None:
         self.module = module
         self._package = module if is_package else module.rpartition(".")[0]
         self._aliases: dict[str, str] = {}
@@ -58,6 +58,9 @@ class ImportTable:
             if renamed is not None and local not in self._aliases:
                 self._aliases[local] = renamed
                 self._alternatives[local] = [renamed]
+        # `_workspace_manager = FlashInferWorkspaceManager()`: the module's one instance, by its class
+        self.instances = {local: cls for local, made in instances
+                          if local not in self._aliases and (cls := self.qualify(made)) is not None}
 
     def imports(self, name: str) -> bool:
         """Whether an import of the module binds `name` (else it is the module's own, or a builtin)."""
@@ -120,6 +123,24 @@ def collect_renames(body: Iterable[ir.Stmt]) -> list[tuple[str, ir.Expr]]:
         elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
             bound[stmt.name] = bound.get(stmt.name, 0) + 1
     return [(name, value) for name, value in renames if bound[name] == 1]
+
+
+def collect_instances(body: Iterable[ir.Stmt]) -> list[tuple[str, ir.Expr]]:
+    """The module's top-level `name = Cls(...)` of a name bound nowhere else at the top level
+    (but to `None`): a process-wide instance, which functions use by its name; with the class
+    called (whether it is a class of the checked code is the reader's to say)."""
+    bound: dict[str, int] = {}
+    made: list[tuple[str, ir.Expr]] = []
+    for stmt in _top_level(body):
+        if isinstance(stmt, ir.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ir.Name) and not (isinstance(stmt.value, ir.Const) and stmt.value.value is None):
+                    bound[target.id] = bound.get(target.id, 0) + 1
+                    if len(stmt.targets) == 1 and isinstance(stmt.value, ir.Call) and _dotted(stmt.value.func):
+                        made.append((target.id, stmt.value.func))
+        elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            bound[stmt.name] = bound.get(stmt.name, 0) + 1
+    return [(name, func) for name, func in made if bound[name] == 1]
 
 
 def _top_level(body: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:

@@ -85,15 +85,15 @@ class Events(FlowBase):
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
                  switch: PathCondition = frozenset(),
-                 param_attr: str | None = None) -> Allocation | None:
+                 param_attr: str | None = None, defaulted: str | None = None) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument); `via`: where the helper took
         it from a deeper one, and whether that call chose the group; `params`: the enclosing
         function's parameters that are the fixed group (a method called on a group parameter);
         `param_attr` the attribute of it that is (`pgs.tp`); `switch`: the literals under which a
-        context's switch leaves it on (part of its condition)."""
+        context's switch leaves it on (part of its condition); `defaulted`: a helper's object that
+        a builder inside it left on its default group (that builder's parameter)."""
         missing: str | None = None
-        defaulted: str | None = None
         group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
         if binding.param is None:
@@ -262,7 +262,11 @@ class Events(FlowBase):
         default, is the argument saying how many ranks it spans (`world_size=tp_size`): on the
         group whose world size that is."""
         if span is not None and allocation.defaulted is not None:
-            sized = self.sized_groups(self.argument(arguments, span) or frozenset())
+            spanned = self.argument(arguments, span) or frozenset()
+            sized = self.sized_groups(spanned)
+            params = [f.index for f in flatten(spanned) if isinstance(f, ParamFact) and f.attr is None]
+            if len(params) == 1:  # `world_size` a parameter: each caller's size says the group (a summary's)
+                self.facts.spans[id(allocation)] = params[0]
             if sized:
                 self.consume(c, frozenset({BufferFact(allocation)}), sized, span.param, frozenset(), False, objects=True)
         for peer in peers:
