@@ -312,7 +312,7 @@ class FunctionFacts:
     param_uses: dict[int, list[ParamUse]] = field(default_factory=dict)
     param_calls: list[ParamCall] = field(default_factory=list)  # parameters called, with what
     scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
-    spans: dict[int, int] = field(default_factory=dict)  # objects built on the default (by id), whose rank count a parameter gives
+    spans: dict[int, int] = field(default_factory=dict)  # objects built on the default (by id of their call) -> the parameter giving their rank count
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call

@@ -147,7 +147,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     def spanned(a: Allocation) -> dict[str, Any]:
         """An object built on the default group whose rank count a parameter gives: each caller's
         size says which group it was meant for (`initialize(world_size=tp_size)`)."""
-        index = facts.spans.get(id(a))
+        index = facts.spans.get(id(a.call))
         ref = arg(index) if index is not None else None
         return {"span": ref, "defaulted": a.defaulted} if ref is not None else {}
 
@@ -178,7 +178,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE),
                  *_taken_at(a, f"{display}:{a.call.span.line}"), **spanned(a))
         for a in facts.allocations
-        if (a.group_params or id(a) in facts.spans) and id(a) not in returned_ids
+        if (a.group_params or id(a.call) in facts.spans) and id(a) not in returned_ids
         and (found := binding(a.groups, a.group_params, a.param_attr)) is not None
     ))
     calls_params: set[b.CallsParam] = set()

@@ -210,7 +210,7 @@ class FlowBase(ABC):
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None: ...
 
     @abstractmethod
-    def exchange(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
+    def builder_groups(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
                  arguments: Arguments) -> None: ...
 
     @abstractmethod

@@ -141,7 +141,7 @@ class Effects(FlowBase):
                 allocation = self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
                                            via=(kept.via, kept.chosen), defaulted=kept.defaulted)
                 if allocation is not None and kept.span is not None:
-                    self.exchange(allocation, (), kept.span, c, arguments)
+                    self.builder_groups(allocation, (), kept.span, c, arguments)
 
     def replay_calls(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
                      sub: Substitution, record: object) -> None:
@@ -228,7 +228,7 @@ class Effects(FlowBase):
             allocation = self.allocate(how, path, c, arguments, item.binding, item.origin, cond,
                                        via=(item.via, item.chosen), defaulted=item.defaulted)
             if allocation is not None and (item.peers or item.span):
-                self.exchange(allocation, item.peers, item.span, c, arguments)
+                self.builder_groups(allocation, item.peers, item.span, c, arguments)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):
             if _switched_off(item, arguments):

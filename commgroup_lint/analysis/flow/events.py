@@ -102,11 +102,11 @@ class Events(FlowBase):
             value = self.argument(arguments, binding.param)
             if value is not None and (_is_none(arguments.expr(binding.param)) or value == NONE_VALUE):
                 value = None  # `group=None`: the default
-            if value is None and binding.default:
+            if value is None and arguments.has_star_args:
+                groups = None  # `f(**kw)`: `kw` may hold it
+            elif value is None and binding.default:
                 groups = binding.default
-                defaulted = None if arguments.has_star_args else binding.param.param  # (`**kw` may hold it)
-            elif value is None and arguments.has_star_args:
-                groups = None
+                defaulted = binding.param.param
             elif value is None:
                 groups = binding.groups or None
                 if not binding.groups and binding.required:
@@ -254,7 +254,7 @@ class Events(FlowBase):
                         out.add(GroupFact(group, guard))
         return frozenset(out)
 
-    def exchange(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
+    def builder_groups(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
                  arguments: Arguments) -> None:
         """A builder's other arguments that carry a group (`comm_backend=TorchDistBackend(group=tp)`,
         the backend its handles are exchanged through) run on the object's group too: each is a
@@ -266,7 +266,7 @@ class Events(FlowBase):
             sized = self.sized_groups(spanned)
             params = [f.index for f in flatten(spanned) if isinstance(f, ParamFact) and f.attr is None]
             if len(params) == 1:  # `world_size` a parameter: each caller's size says the group (a summary's)
-                self.facts.spans[id(allocation)] = params[0]
+                self.facts.spans[id(allocation.call)] = params[0]
             if sized:
                 self.consume(c, frozenset({BufferFact(allocation)}), sized, span.param, frozenset(), False, objects=True)
         for peer in peers:
