@@ -116,6 +116,7 @@ class SummaryIndex:
         self._installed: tuple | None = None  # what `_install` did last
         self._misuses: dict[str, tuple[str, ...]] = {}
         self._definitions: dict[str, tuple[str, ...]] = {}
+        self._scanned: set[str] = set()  # the entries installed from summaries (see `Api.entries.withdraw`)
 
     def allocator_words(self) -> set[str]:
         return self.api.allocation_words() | self.words
@@ -335,13 +336,14 @@ class SummaryIndex:
                         continue
                 self._install_now(self.analyses[display].entries)
                 self._install_classes(self.analyses[display].classes)
-            if not moved or not self._install_all():  # nothing moved: what is installed still holds
+            if not moved:  # every analysis holds under what is installed: a fixpoint, which a resume finds as it is
                 break
+            self._install_all()
         self._install_misuses()
 
-    def _install_all(self) -> bool:
+    def _install_all(self) -> None:
         """Install what every analysed module says (summaries, signatures, the words naming
-        memory-binding helpers); whether the summaries changed."""
+        memory-binding helpers)."""
         found: dict[str, b.Behaviour] = {}
         definitions: dict[str, tuple[str, ...]] = {}
         words: set[str] = set()
@@ -369,9 +371,7 @@ class SummaryIndex:
                         functions.add(word)
         self.api.set_helper_words(words, {w: owners for w, owners in methods.items() if w not in functions})
         self._install(found, definitions)
-        changed = found != self.summaries
         self.summaries = found
-        return changed
 
     def _order(self) -> list[str]:
         """The indexed modules, each after the indexed modules it imports (cycles broken by
@@ -413,8 +413,14 @@ class SummaryIndex:
         new = {e.qualname: b.Entry(call=e.summary) for e in entries
                if e.params is not None and not e.summary.empty and self.api.overridable(e.qualname, e.summary)}
         changed = {name: entry for name, entry in new.items() if self.api.entries.get(name) != entry}
+        stale = {e.qualname for e in entries if e.qualname in self._scanned and e.qualname not in new}
         if changed:
             self.api.entries.override(changed)
+            self._scanned |= changed.keys()
+        if stale:
+            self.api.entries.withdraw(stale)
+            self._scanned -= stale
+        if changed or stale:
             self.recorder.changed()
 
     def _install_misuses(self) -> None:
@@ -438,6 +444,8 @@ class SummaryIndex:
             self.api.signatures.override(definitions)
             self._definitions = definitions
         self.api.entries.override({name: b.Entry(call=summary) for name, summary in found.items()})
+        self.api.entries.withdraw(self._scanned - found.keys())
+        self._scanned = set(found)
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
         hidden = []
