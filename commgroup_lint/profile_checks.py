@@ -51,6 +51,7 @@ def check_profile(r: _Reader, p: Profile, pinned: list[str]) -> None:
                                                              "register_pool", "size")]
     lists += [("objects.methods", "consumer", p.objects.consumer_methods),
               ("objects.methods", "allocator", p.objects.allocator_methods),
+              ("objects.methods", "handle", p.objects.handle_methods),
               ("group_attributes", "same_group", p.same_group_attributes),
               ("group_attributes", "size", p.size_group_attributes)]
     for where, key, values in lists:

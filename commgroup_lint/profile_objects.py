@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from commgroup_lint.profile import GroupParam, _Reader
 
 KEYS = frozenset({"builders", "consumers", "methods"})
-METHOD_KEYS = frozenset({"allocator", "consumer"})
+METHOD_KEYS = frozenset({"allocator", "consumer", "handle"})
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,12 @@ class Builder:
 
     group: GroupParam
     attr: str | None = None
+    also: tuple[GroupParam, ...] = ()
+    """Other arguments that carry a group, which must be the object's too (FlashInfer's
+    `comm_backend`, the backend its handles are exchanged through): each runs on the object's group."""
+    size: GroupParam | None = None
+    """The argument giving how many ranks the object spans (`world_size`): a group's world size
+    there (`get_tensor_model_parallel_world_size()`) says which group the object is meant for."""
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,13 @@ class Objects:
     consumers: dict[str, ObjectConsumer] = field(default_factory=dict)
     allocator_methods: frozenset[str] = frozenset()  # on an object: memory of the object (its group's)
     consumer_methods: frozenset[str] = frozenset()  # on an object: run on its group, consuming their arguments
+    handle_methods: frozenset[str] = frozenset()  # consumer methods returning a handle valid on the object's group only
 
     def merged(self, other: Objects) -> Objects:
         """This table extended (and overridden, entry by entry) by `other`."""
         return Objects({**self.builders, **other.builders}, {**self.consumers, **other.consumers},
-                       self.allocator_methods | other.allocator_methods, self.consumer_methods | other.consumer_methods)
+                       self.allocator_methods | other.allocator_methods, self.consumer_methods | other.consumer_methods,
+                       self.handle_methods | other.handle_methods)
 
     def names(self) -> frozenset[str]:
         """The qualified names its entries describe (pinned when given by `extend-profile`)."""
@@ -67,14 +75,20 @@ def parse_objects(r: _Reader, data: dict[str, Any]) -> Objects:
                 for name, entry in r.table(data, "builders", "objects").items()}
     consumers = {name: _consumer(r, entry, r.at("objects.consumers", name))
                  for name, entry in r.table(data, "consumers", "objects").items()}
+    handles = frozenset(r.strings(methods, "handle", "objects.methods"))
     return Objects(builders, consumers, frozenset(r.strings(methods, "allocator", "objects.methods")),
-                   frozenset(r.strings(methods, "consumer", "objects.methods")))
+                   frozenset(r.strings(methods, "consumer", "objects.methods")) | handles, handles)
 
 
 def _builder(r: _Reader, data: Any, where: str) -> Builder:
-    data = r.entry(data, where, {"param", "index", "shape", "default", "attr"})
-    group = r.group_param({k: v for k, v in data.items() if k != "attr"}, where)
-    return Builder(group, r.optional(data, "attr", where))
+    data = r.entry(data, where, {"param", "index", "shape", "default", "attr", "also", "size"})
+    group = r.group_param({k: v for k, v in data.items() if k not in ("attr", "also", "size")}, where)
+    size = r.group_param(data["size"], f"{where}.size") if "size" in data else None
+    also = data.get("also", [])
+    if not isinstance(also, list) or not all(isinstance(a, dict) for a in also):
+        raise r.fail(f"{where}.also", "must be a list of tables (each with `param` and `index`)")
+    return Builder(group, r.optional(data, "attr", where),
+                   tuple(r.group_param(a, f"{where}.also[{i}]") for i, a in enumerate(also)), size)
 
 
 def _consumer(r: _Reader, data: Any, where: str) -> ObjectConsumer:

@@ -23,13 +23,23 @@ SGLang 0.5.9 on attention TP is the TP group when `attn_tp_size == tp_size`; the
 then says `attn_tp_size != tp_size`). Two groups created apart (two `new_group` calls over the
 same ranks) are two groups.
 
+An object a library builds for a group (a FlashInfer workspace, a DeepEP buffer: `[objects]` in
+the profile) is checked the same way against the ops that take it, and against the builder's own
+other group arguments: `create_allreduce_fusion_workspace(..., comm_backend=TorchDistBackend(group=tp))`
+without `group` binds the workspace's rendezvous to WORLD, the default, while its handles are
+exchanged on TP (vLLM and SGLang hung at warm-up with DP > 1 this way); so does
+`create_allreduce_fusion_workspace(world_size=tp_size, ...)` without `group`, a workspace that
+spans the TP ranks built on WORLD.
+
 ## Confidence
 - **high**: the mismatch holds always, or under a relation of world sizes only.
 - **medium**: it needs a flag or mode the code sets (`self.use_attn_tp_group`,
   `should_use_dp_reduce_scatterv()`, a boolean parameter).
 - **low**: it rests on something the analysis could not read: a helper's condition it could
   not translate to the caller, two groups known only by the expressions holding them
-  (`self.group` and `group`), which may be one object, or one of several callables a value
+  (`self.group` and `group`), which may be one object (but not a builder that leaves its group
+  to the default while the same call gives another argument a group: the code named a group there
+  and none for the object), or one of several callables a value
   may hold (`self._gather = pick(mode)`, called later: `when self._gather is _to_attn_tp`),
   chosen where the analysis cannot say when. What two different callables of one value do
   is never combined on one path.
@@ -73,7 +83,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commgroup_lint.analysis.facts import is_symbolic
-from commgroup_lint.analysis.verdict import Mismatch, Removed, best, mismatches
+from commgroup_lint.analysis.verdict import Mismatch, Removed, best, exchanged_on_default, mismatches
 from commgroup_lint.autofix import FixPlanner
 from commgroup_lint.model import Confidence, Finding
 from commgroup_lint.rule import FileContext, Invalid, Rule, Valid, format_groups, reached
@@ -161,20 +171,29 @@ def _message(ctx: FileContext, lead: Mismatch, found: list[Mismatch]) -> str:
         subject = f"the object built by `{allocation.short_name}` is bound to group {bound}"
     else:
         subject = f"memory from `{allocation.short_name}` is bound to group {bound}"
-    if allocation.bound_at and (allocation.hidden or allocation.chosen):  # the group is not this call's argument
+    exchanged = exchanged_on_default(lead.consumption)
+    if exchanged:  # the builder's own argument, left out (in the helper, when that is where)
+        inside = f" at {ctx.where(allocation.bound_at)}" if allocation.bound_at else ""
+        subject += f" (its `{allocation.defaulted}` not given{inside}: the default)"
+    elif allocation.bound_at and (allocation.hidden or allocation.chosen):  # the group is not this call's argument
         inside = "fixed inside the helper" if allocation.hidden else "bound inside the helper"
         through = f"taken at {ctx.where(allocation.via)}, " if allocation.via else ""
         subject += f" ({through}{inside} at {ctx.where(allocation.bound_at)})"
     if lead.plain:
         subject += " (which has one rank here: the memory is not registered at all)"
     first = lead.consumption
-    message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
+    if exchanged:
+        consumer = format_groups(lead.consumer)
+        on = f"the group of `{consumer}`" if any(is_symbolic(g) for g in lead.consumer) else f"group {consumer}"
+        message = f"{subject} but its `{first.collective}` is for {on}"
+    else:
+        message = f"{subject} but reaches {reached(first, format_groups(lead.consumer))}"
     others = {id(m.consumption.call) for m in found} - {id(first.call)}
     if others:
         message += f" (and {len(others)} more collective{'s' if len(others) > 1 else ''})"
     if lead.condition:
         message += f", when {lead.condition}"
-    if any(is_symbolic(g) for g in lead.bound | lead.consumer):
+    if any(is_symbolic(g) for g in lead.bound | lead.consumer) and not exchanged:
         message += "; the analysis cannot tell whether these are one group (each is known only by the expression" \
                    " holding it)"
     return message

@@ -209,7 +209,9 @@ def profile_entries(p: Profile) -> dict[str, b.Entry]:
     for name, param in p.allocators.items():
         calls.setdefault(name, []).append(b.Memory(_binding(param), "allocator"))
     for name, builder in p.objects.builders.items():  # an object bound to a group is memory bound to it
-        calls.setdefault(name, []).append(b.Memory(_binding(builder.group, builder.attr), "object"))
+        calls.setdefault(name, []).append(
+            b.Memory(_binding(builder.group, builder.attr), "object", peers=tuple(map(_arg, builder.also)),
+                     span=_arg(builder.size) if builder.size else None))
     for name, ctx in p.contexts.items():
         calls.setdefault(name, []).append(b.Context(_binding(ctx.group), ctx.disabled, ctx.enabled))
     for name, reg in p.registrations.items():

@@ -79,6 +79,7 @@ class Allocation:
     at: PathCondition = frozenset()  # the path to the call itself (where a missing argument fails)
     switch: PathCondition = frozenset()  # of `cond`, what its context's switch needs (`disabled=not symm`)
     param_attr: str | None = None  # the attribute of the parameter supplying the group that is the group (`pgs.tp`)
+    defaulted: str | None = None  # the group parameter the call leaves out, bound to its default (WORLD)
 
     @property
     def short_name(self) -> str:
@@ -292,6 +293,8 @@ class ParamUse:
     groups: tuple[Fact, ...]  # GroupFacts (with guards) or ParamFacts (the group comes from a parameter)
     cond: PathCondition
     name: str  # the collective's display name
+    objects: bool = False  # by an op taking group-bound objects: it consumes the caller's object, not memory
+    on_object: int | None = None  # on the group of the object this parameter holds (`buffer.combine(view)`)
 
 
 @dataclass
@@ -309,6 +312,7 @@ class FunctionFacts:
     param_uses: dict[int, list[ParamUse]] = field(default_factory=dict)
     param_calls: list[ParamCall] = field(default_factory=list)  # parameters called, with what
     scatter_pairs: list[tuple[Allocation, Allocation | None]] = field(default_factory=list)  # (filled, source)
+    spans: dict[int, int] = field(default_factory=dict)  # objects built on the default (by id of their call) -> the parameter giving their rank count
     wanted: set[str] = field(default_factory=set)  # unresolved calls given a buffer, or used as a group
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call

@@ -15,6 +15,7 @@ from commgroup_lint.analysis.names import (
     StarNames,
     _package_prefix,
     collect_imports,
+    collect_instances,
     collect_renames,
     module_name_for,
     top_level,
@@ -100,5 +101,6 @@ def index_module(path: Path, display: str, text: str, frontend: str = "ast",
     module = lower(text, display, frontend)
     name, is_package = module_name_for(path, namespaces)
     own = top_level(module.body)[1]
-    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body), own, star_names)
+    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body), own, star_names,
+                          collect_instances(module.body))
     return IndexedModule(display, imports, module, text)

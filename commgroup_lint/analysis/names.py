@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,7 +51,8 @@ class ImportTable:
 
     def __init__(self, module: str, is_package: bool, imports: Iterable[ir.Import],
                  renames: Iterable[tuple[str, ir.Expr]] = (), own: Iterable[str] = (),
-                 star_names: Callable[[str], StarNames | None] | None = None) -> None:
+                 star_names: Callable[[str], StarNames | None] | None = None,
+                 instances: Iterable[tuple[str, ir.Expr]] = ()) -> None:
         self.module = module
         self._package = module if is_package else module.rpartition(".")[0]
         self._aliases: dict[str, str] = {}
@@ -77,6 +78,9 @@ class ImportTable:
             if renamed is not None and local not in self._aliases:
                 self._aliases[local] = renamed
                 self._alternatives[local] = [renamed]
+        # `_workspace_manager = FlashInferWorkspaceManager()`: the module's one instance, by its class
+        self.instances = {local: cls for local, made in instances
+                          if local not in self._aliases and (cls := self.qualify(made)) is not None}
 
     def imports(self, name: str) -> bool:
         """Whether an import of the module binds `name` (else it is the module's own, or a builtin)."""
@@ -204,19 +208,53 @@ def _strings(value: ir.Expr) -> tuple[str, ...] | None:
 
 def collect_renames(body: Iterable[ir.Stmt]) -> list[tuple[str, ir.Expr]]:
     """The module's top-level `alias = name` (or `= module.name`) assignments of a name bound
-    nowhere else at the top level: another name for the same object, as an import is."""
+    nowhere else at the top level: another name for the same object, as an import is. An
+    optional import's alias counts too: bound in an `if` or `try` of the module body, and
+    otherwise only to `None` (`except ImportError: _f = None`), which nothing calls."""
     bound: dict[str, int] = {}
     renames: list[tuple[str, ir.Expr]] = []
-    for stmt in body:
+    for stmt in _top_level(body):
         if isinstance(stmt, ir.Assign):
             for target in stmt.targets:
                 if isinstance(target, ir.Name):
+                    if isinstance(stmt.value, ir.Const) and stmt.value.value is None:
+                        continue  # the fallback of an optional import
                     bound[target.id] = bound.get(target.id, 0) + 1
                     if len(stmt.targets) == 1 and isinstance(stmt.value, (ir.Name, ir.Attr)) and _dotted(stmt.value):
                         renames.append((target.id, stmt.value))
         elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
             bound[stmt.name] = bound.get(stmt.name, 0) + 1
     return [(name, value) for name, value in renames if bound[name] == 1]
+
+
+def collect_instances(body: Iterable[ir.Stmt]) -> list[tuple[str, ir.Expr]]:
+    """The module's top-level `name = Cls(...)` of a name bound nowhere else at the top level
+    (but to `None`): a process-wide instance, which functions use by its name; with the class
+    called (whether it is a class of the checked code is the reader's to say)."""
+    bound: dict[str, int] = {}
+    made: list[tuple[str, ir.Expr]] = []
+    for stmt in _top_level(body):
+        if isinstance(stmt, ir.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ir.Name) and not (isinstance(stmt.value, ir.Const) and stmt.value.value is None):
+                    bound[target.id] = bound.get(target.id, 0) + 1
+                    if len(stmt.targets) == 1 and isinstance(stmt.value, ir.Call) and _dotted(stmt.value.func):
+                        made.append((target.id, stmt.value.func))
+        elif isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            bound[stmt.name] = bound.get(stmt.name, 0) + 1
+    return [(name, func) for name, func in made if bound[name] == 1]
+
+
+def _top_level(body: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
+    """The module body's statements, with those of its `if` and `try` blocks (run once, at import)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ir.If):
+            yield from _top_level(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.Try):
+            yield from _top_level(stmt.body + stmt.orelse + stmt.finalbody)
+            for handler in stmt.handlers:
+                yield from _top_level(handler)
 
 
 def _dotted(e: ir.Expr) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import replace
+from typing import Any
 
 from commgroup_lint.analysis import behaviour as b
 from commgroup_lint.analysis import ir
@@ -132,7 +133,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             here = f"{display}:{a.call.span.line}"
             if isinstance(f, ContextFact):
                 return b.Context(found, origin=a.bound_at or here)
-            return b.Memory(found, a.how, a.bound_at or here, scoped(a.cond, PORTABLE), *_taken_at(a, here))
+            return b.Memory(found, a.how, a.bound_at or here, scoped(a.cond, PORTABLE), *_taken_at(a, here),
+                            **spanned(a))
         if isinstance(f, CondFact):
             when_true, when_false = scoped(f.when_true, PORTABLE), scoped(f.when_false, PORTABLE)
             if any(kind(key) == SIZE for key, _ in when_true | when_false):
@@ -157,6 +159,13 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Partial(f.path, ())  # a known API returned to be called later
         return None
 
+    def spanned(a: Allocation) -> dict[str, Any]:
+        """An object built on the default group whose rank count a parameter gives: each caller's
+        size says which group it was meant for (`initialize(world_size=tp_size)`)."""
+        index = facts.spans.get(id(a.call))
+        ref = arg(index) if index is not None else None
+        return {"span": ref, "defaulted": a.defaulted} if ref is not None else {}
+
     def alternatives(value: frozenset, depth: int = 0) -> tuple[b.Returned, ...]:
         """A value's possibilities in a fixed order (a set's order varies: equal summaries must
         compare equal, or the fixpoint never ends)."""
@@ -169,20 +178,22 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         if ref is None:
             continue
         for use in uses:
+            if use.on_object is not None and (holder := arg(use.on_object)) is not None:
+                consumes.append(b.Consume(ref, on_object=holder, cond=use.cond, name=use.name, objects=True))
             fixed = tuple(sorted({(g.group, scoped(g.guard, PORTABLE)) for g in use.groups if isinstance(g, GroupFact)},
                                  key=canonical))
             if fixed:
-                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name))
+                consumes.append(b.Consume(ref, fixed, cond=use.cond, name=use.name, objects=use.objects))
             for g in use.groups:
                 if isinstance(g, ParamFact) and (group_ref := arg(g.index, g.attr)) is not None:
-                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name))
+                    consumes.append(b.Consume(ref, group=group_ref, cond=use.cond, name=use.name, objects=use.objects))
     returned_ids = {id(f.allocation) for r in facts.returns for f in flatten(frozenset({r}))
                     if isinstance(f, (BufferFact, ContextFact))}
     keeps = tuple(dict.fromkeys(
         b.Memory(found, a.how, a.bound_at or f"{display}:{a.call.span.line}", scoped(a.cond, PORTABLE),
-                 *_taken_at(a, f"{display}:{a.call.span.line}"))
+                 *_taken_at(a, f"{display}:{a.call.span.line}"), **spanned(a))
         for a in facts.allocations
-        if a.group_params and id(a) not in returned_ids
+        if (a.group_params or id(a.call) in facts.spans) and id(a) not in returned_ids
         and (found := binding(a.groups, a.group_params, a.param_attr)) is not None
     ))
     calls_params: set[b.CallsParam] = set()

@@ -98,7 +98,7 @@ def mismatches(consumption: Consumption, api: Api, removed: list[Removed] | None
             narrowing = _distinct(bound, consumer, k, api)
             literals = simplify(k | narrowing)
             mismatch = Mismatch(consumption, bound, consumer, literals,
-                                _confidence(consumption, bound | consumer, configuration(literals)), narrowing, plain)
+                                _confidence(consumption, bound, consumer, configuration(literals)), narrowing, plain)
             fact = api.invariants.excluding(literals)
             if fact is None:
                 found[k] = mismatch
@@ -118,10 +118,20 @@ def _distinct(bound: frozenset[str], consumer: frozenset[str], k: PathCondition,
     return frozenset(out)
 
 
-def _confidence(consumption: Consumption, groups: frozenset[str], literals: PathCondition) -> Confidence:
-    if consumption.lost or any(is_symbolic(g) for g in groups):
+def _confidence(consumption: Consumption, bound: frozenset[str], consumer: frozenset[str],
+                literals: PathCondition) -> Confidence:
+    if consumption.lost or any(is_symbolic(g) for g in bound) or any(is_symbolic(g) for g in consumer) \
+            and not exchanged_on_default(consumption):
         return Confidence.LOW
     return literal_confidence(literals)
+
+
+def exchanged_on_default(consumption: Consumption) -> bool:
+    """A builder that leaves its group to the default (WORLD) while the same call gives another
+    of its arguments a group (`comm_backend=TorchDistBackend(group=group)`): the code named a
+    group there and none for the object, so the two differ whatever that expression holds
+    (a caller passing WORLD itself would not need it)."""
+    return consumption.allocation.defaulted is not None and consumption.call is consumption.allocation.call
 
 
 def literal_confidence(literals: PathCondition) -> Confidence:

@@ -198,7 +198,7 @@ class FlowBase(ABC):
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
                  switch: PathCondition = frozenset(),
-                 param_attr: str | None = None) -> Allocation | None: ...
+                 param_attr: str | None = None, defaulted: str | None = None) -> Allocation | None: ...
 
     @abstractmethod
     def register(self, register: b.Register, path: str, c: ir.Call, arguments: Arguments) -> None: ...
@@ -210,6 +210,10 @@ class FlowBase(ABC):
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None: ...
 
     @abstractmethod
+    def builder_groups(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
+                 arguments: Arguments) -> None: ...
+
+    @abstractmethod
     def group_size(self, group: GroupFact) -> Fact: ...
 
     @abstractmethod
@@ -218,6 +222,9 @@ class FlowBase(ABC):
 
     @abstractmethod
     def is_object_method(self, method: str) -> bool: ...
+
+    @abstractmethod
+    def object_param_method(self, obj: ParamFact, method: str, args: list[Value]) -> None: ...
 
     @abstractmethod
     def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]: ...

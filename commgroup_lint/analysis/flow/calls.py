@@ -47,6 +47,7 @@ from commgroup_lint.analysis.flow.state import (
     OWN_OBJECT,
     PORTABLE,
     attribute_key,
+    dict_key,
     flatten,
     guarded_groups,
     scoped,
@@ -112,9 +113,13 @@ class Calls(FlowBase):
                     result |= self.group_method(f, method, c, args)
                 elif isinstance(f, BufferFact) and f.allocation.how == "object" and self.is_object_method(method):
                     result |= self.object_method(f, method, c, args)
+                elif isinstance(f, ParamFact) and f.attr is None and method in self.api.profile.objects.consumer_methods:
+                    self.object_param_method(f, method, args)  # `buffer.combine(view, handle)`, `buffer` a parameter
                 elif isinstance(f, (BufferFact, ParamFact)) and method in VIEW_METHODS | IN_PLACE_METHODS:
                     result.add(f)
                     made_new = False
+                elif isinstance(f, PathFact) and (instance := self.module_instance(f.path, method)) is not None:
+                    targets.append((instance[0], GLOBAL + f.path, args, instance[1]))  # `_manager.initialize(...)`
                 elif isinstance(f, PathFact):  # `Cls.method()`: a classmethod's `cls` is that class
                     targets.append((f"{f.path}.{method}", GLOBAL + f.path if f.named else None, args, None))
                 elif (contained := self.container_method(f, method, c, args)) is not None:
@@ -226,6 +231,15 @@ class Calls(FlowBase):
         if call not in self.facts.param_calls:
             self.facts.param_calls.append(call)
 
+    def module_instance(self, path: str, method: str) -> tuple[str, ObjectFact] | None:
+        """A method of this module's one instance of a class of the checked code
+        (`_workspace_manager = FlashInferWorkspaceManager()` at the top level): that class's
+        method, with the instance as its receiver (what its constructor left is not known here)."""
+        module, _, name = path.rpartition(".")
+        cls = self.imports.instances.get(name) if module == self.imports.module else None
+        resolved = self.resolve_method(method, cls=cls) if cls is not None and self.class_info(cls) else None
+        return (resolved, ObjectFact(cls)) if resolved and cls is not None else None
+
     def record_fields(self) -> tuple[str, ...]:
         """The fields of this method's class when it is a record class (no `__init__` of its own:
         a dataclass, a `NamedTuple`): what its callers give it by keyword."""
@@ -262,7 +276,7 @@ class Calls(FlowBase):
         named = {p.name for p in fn.params}
         for i, p in enumerate(fn.params):
             if p.name.startswith("**"):  # the keywords no parameter takes
-                extra = tuple((k, v) for k, v in keywords.items() if k not in named)
+                extra = tuple((dict_key(k), v) for k, v in keywords.items() if k not in named)  # keyed as a literal
                 seed[p.name[2:]] = UNKNOWN_VALUE if spread else frozenset({ObjectFact(DICT, extra)})
             elif p.name.startswith("*"):  # the positions after the parameters'
                 seed[p.name[1:]] = UNKNOWN_VALUE if spread else TupleFact.of(tuple(positional[i:]))

@@ -138,8 +138,10 @@ class Effects(FlowBase):
         for kept in behaviour.keeps:
             cond, _, impossible = sub.apply(kept.cond)
             if not impossible:
-                self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
-                              via=(kept.via, kept.chosen))
+                allocation = self.allocate(kept.how, path, c, arguments, kept.binding, kept.origin, cond,
+                                           via=(kept.via, kept.chosen), defaulted=kept.defaulted)
+                if allocation is not None and kept.span is not None:
+                    self.builder_groups(allocation, (), kept.span, c, arguments)
 
     def replay_calls(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,
                      sub: Substitution, record: object) -> None:
@@ -224,7 +226,9 @@ class Effects(FlowBase):
                 return {UNKNOWN}
             how = "object" if self.api.builds_object(path) else item.how  # a builder's body, read: still an object
             allocation = self.allocate(how, path, c, arguments, item.binding, item.origin, cond,
-                                       via=(item.via, item.chosen))
+                                       via=(item.via, item.chosen), defaulted=item.defaulted)
+            if allocation is not None and (item.peers or item.span):
+                self.builder_groups(allocation, item.peers, item.span, c, arguments)
             return {BufferFact(allocation)} if allocation is not None else {UNKNOWN}
         if isinstance(item, b.Context):
             if _switched_off(item, arguments):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from commgroup_lint.analysis import behaviour as b
@@ -22,6 +23,7 @@ from commgroup_lint.analysis.facts import (
     GroupFact,
     GroupUse,
     Guarded,
+    ObjectFact,
     ParamFact,
     ParamUse,
     PathFact,
@@ -83,13 +85,14 @@ class Events(FlowBase):
                  origin: str | None, cond: PathCondition = frozenset(), hidden: bool | None = None,
                  via: tuple[str | None, bool] = (None, False), params: frozenset[int] = frozenset(),
                  switch: PathCondition = frozenset(),
-                 param_attr: str | None = None) -> Allocation | None:
+                 param_attr: str | None = None, defaulted: str | None = None) -> Allocation | None:
         """The memory bound at this call; `hidden`: whether a helper fixes the group inside
         (by default, when the binding takes no group argument); `via`: where the helper took
         it from a deeper one, and whether that call chose the group; `params`: the enclosing
         function's parameters that are the fixed group (a method called on a group parameter);
         `param_attr` the attribute of it that is (`pgs.tp`); `switch`: the literals under which a
-        context's switch leaves it on (part of its condition)."""
+        context's switch leaves it on (part of its condition); `defaulted`: a helper's object that
+        a builder inside it left on its default group (that builder's parameter)."""
         missing: str | None = None
         group_params = params  # the enclosing function's parameters that are the group (a receiver's)
         groups: tuple[Guarded, ...] | None
@@ -99,10 +102,11 @@ class Events(FlowBase):
             value = self.argument(arguments, binding.param)
             if value is not None and (_is_none(arguments.expr(binding.param)) or value == NONE_VALUE):
                 value = None  # `group=None`: the default
-            if value is None and binding.default:
+            if value is None and arguments.has_star_args:
+                groups = None  # `f(**kw)`: `kw` may hold it
+            elif value is None and binding.default:
                 groups = binding.default
-            elif value is None and arguments.has_star_args:
-                groups = None
+                defaulted = binding.param.param
             elif value is None:
                 groups = binding.groups or None
                 if not binding.groups and binding.required:
@@ -122,7 +126,7 @@ class Events(FlowBase):
             how, name, c, groups, group_params, missing, origin,
             (binding.hidden if hidden is None else hidden) and groups is not None,
             self.facts.qualname, self.facts.class_name, self.cond | cond | switch, self.statement, via=via[0],
-            chosen=via[1], at=self.cond, switch=switch, param_attr=param_attr,
+            chosen=via[1], at=self.cond, switch=switch, param_attr=param_attr, defaulted=defaulted,
         )
         key = (id(c), name)  # one allocation per call site and API (a loop's second pass finds it again)
         previous = self._allocations.get(key)
@@ -230,13 +234,27 @@ class Events(FlowBase):
 
     def object_method(self, obj: BufferFact, method: str, c: ir.Call, args: list[Value]) -> set[Fact]:
         """A method called on an object bound to a group (`buffer.combine(x, handle)`): the
-        profile's `[objects.methods]` run on the object's group, or return its memory."""
+        profile's `[objects.methods]` run on the object's group (a handle method returning a
+        handle of the object), or return its memory."""
         if method in self.api.profile.objects.consumer_methods:
             groups = self.object_groups(frozenset({obj}))  # (no group use: it is given no group)
             for value in (frozenset({obj}), *args):  # itself (listed), and another object given to it
                 self.consume(c, value, groups, method, frozenset(), False, objects=True)
-            return {UNKNOWN}
+            # `dispatch`: its handle is of the object (valid for its `combine`, on its group, only)
+            return {obj} if method in self.api.profile.objects.handle_methods else {UNKNOWN}
         return {obj}  # an allocator method: a view of the object's own memory
+
+    def object_param_method(self, obj: ParamFact, method: str, args: list[Value]) -> None:
+        """A consumer method of an object the caller passes (`def combine_on(buffer, view, h):
+        buffer.combine(view, h)`): the objects given to it as parameters are consumed on that
+        object's group, each caller's."""
+        for value in args:
+            for f in flatten(value):
+                if isinstance(f, ParamFact) and f.attr is None and f.index != obj.index:
+                    uses = self.facts.param_uses.setdefault(f.index, [])
+                    use = ParamUse((), scoped(self.cond | f.guard, PORTABLE), method, True, obj.index)
+                    if use not in uses:
+                        uses.append(use)
 
     def object_groups(self, value: Value) -> Value:
         """The groups the objects in `value` are bound to (a parameter's symbolic group stands
@@ -251,6 +269,35 @@ class Events(FlowBase):
                     else:
                         out.add(GroupFact(group, guard))
         return frozenset(out)
+
+    def builder_groups(self, allocation: Allocation, peers: tuple[b.ArgRef, ...], span: b.ArgRef | None, c: ir.Call,
+                 arguments: Arguments) -> None:
+        """A builder's other arguments that carry a group (`comm_backend=TorchDistBackend(group=tp)`,
+        the backend its handles are exchanged through) run on the object's group too: each is a
+        consumer of the new object, on the group it carries. So, when its group is left to the
+        default, is the argument saying how many ranks it spans (`world_size=tp_size`): on the
+        group whose world size that is."""
+        if span is not None and allocation.defaulted is not None:
+            spanned = self.argument(arguments, span) or frozenset()
+            sized = self.sized_groups(spanned)
+            params = [f.index for f in flatten(spanned) if isinstance(f, ParamFact) and f.attr is None]
+            if len(params) == 1:  # `world_size` a parameter: each caller's size says the group (a summary's)
+                self.facts.spans[id(allocation.call)] = params[0]
+            if sized:
+                self.consume(c, frozenset({BufferFact(allocation)}), sized, span.param, frozenset(), False, objects=True)
+        for peer in peers:
+            value = self.argument(arguments, peer)
+            groups = frozenset(carried_groups(value)) if value is not None else frozenset()
+            if groups:
+                expr = self.argument_expr(arguments, peer)
+                self.consume(c, frozenset({BufferFact(allocation)}), self.as_group(groups, expr), peer.param,
+                             frozenset(), False, objects=True)
+
+    def sized_groups(self, value: Value) -> Value:
+        """The groups whose world size `value` is (`tp` for `get_tensor_model_parallel_world_size()`)."""
+        quantities = {f.quantity for f in flatten(value) if isinstance(f, SizeFact)}
+        return frozenset(GroupFact(group) for group, info in self.api.profile.groups.items()
+                         if info.size is not None and info.size in quantities)
 
     def bind_pool(self, pool: ir.Expr | None, groups: Value | None) -> None:
         """`register_mem_pool(pool, group)`: memory later allocated from the pool (under
@@ -274,10 +321,10 @@ class Events(FlowBase):
         groups = guarded_groups(group_value)
         self.want_groups(group_value)
         for f in flatten(value):
-            if isinstance(f, ParamFact) and f.attr is None and groups is not None and not objects:  # (`x.grad`: other memory)
-                uses = self.facts.param_uses.setdefault(f.index, [])
+            if isinstance(f, ParamFact) and f.attr is None and groups is not None:  # (`x.grad`: other memory)
+                uses = self.facts.param_uses.setdefault(f.index, [])  # an object parameter: each caller's object
                 use = ParamUse(tuple(g for g in group_value if isinstance(g, (GroupFact, ParamFact))),
-                               scoped(self.cond | extra | f.guard, PORTABLE), name)
+                               scoped(self.cond | extra | f.guard, PORTABLE), name, objects)
                 if use not in uses:
                     uses.append(use)
             if not isinstance(f, BufferFact) or groups is None or (f.allocation.how == "object") != objects:
@@ -335,6 +382,18 @@ def _merged(a: Allocation, b_: Allocation) -> Allocation:
     common = a.cond & b_.cond
     groups = {(g, guard | (x.cond - common)) for x in (a, b_) for g, guard in x.groups or ()}
     return replace(a, groups=tuple(sorted(groups, key=lambda g: (g[0], sorted(g[1])))), cond=common)
+
+
+def carried_groups(value: Value) -> Iterator[Fact]:
+    """The groups a value carries: a group itself, or an object built around one (a backend
+    whose constructor kept the group it was given: `TorchDistributedCommBackend(group)`)."""
+    for f in flatten(value):
+        if isinstance(f, (GroupFact, ParamFact)):
+            yield f
+        elif isinstance(f, ObjectFact):
+            for _, held in f.fields:
+                if guarded_groups(held) is not None:
+                    yield from held
 
 
 def _is_none(expr: ir.Expr | None) -> bool:

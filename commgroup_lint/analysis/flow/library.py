@@ -69,10 +69,11 @@ class Library(FlowBase):
         if name == "setattr" and len(positional) == 3 and (attr := _string(c.args[1].value)) is not None:
             self.bind(ir.Attr(c.args[0].value, attr, c.span), positional[2], c.args[2].value)
             return NONE_VALUE
-        if name == "dict":
+        if name == "dict":  # `dict(group=g)` is `{"group": g}`: keyed as a literal's entries are
+            entries = tuple((dict_key(k), v) for k, v in keywords)
             if not positional:
-                return frozenset({ObjectFact(DICT, keywords)})
-            return frozenset(_with_fields(f, keywords) for f in positional[0]) if len(positional) == 1 else None
+                return frozenset({ObjectFact(DICT, entries)})
+            return frozenset(_with_fields(f, entries) for f in positional[0]) if len(positional) == 1 else None
         if keywords:
             return None
         if name == "enumerate" and len(positional) == 1:
@@ -123,10 +124,12 @@ class Library(FlowBase):
         if any(a.star for a in c.args):
             return held
         keywords = tuple((a.keyword, v) for a, v in zip(c.args, args) if a.keyword is not None)
+        keyed = tuple((dict_key(k), v) for k, v in keywords)  # a dict's entries, as a literal's are keyed
         given = [v for a, v in zip(c.args, args) if a.keyword is None]
         merged = [f for v in given for f in v if isinstance(f, ObjectFact) and f.cls == DICT]
         extra = tuple(item for f in merged for item in f.fields) if len(given) == len(merged) else ()
-        return frozenset(_with_fields(f, extra + keywords) for f in held)
+        return frozenset(_with_fields(f, extra + (keyed if isinstance(f, ObjectFact) and f.cls == DICT else keywords))
+                         for f in held)
 
 
 def dict_of_any(value: Value) -> Value:
