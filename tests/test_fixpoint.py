@@ -114,3 +114,29 @@ def test_a_withdrawn_definition_gives_the_profile_its_entry_back() -> None:
     api.entries.withdraw([name])
     assert api.entries.get(name) == shipped
     assert name not in api.entries.replaced
+
+
+UNWRAP = (
+    "from sglang.srt.distributed import get_tp_group\n"
+    "from sglang.srt.layers.dp_attention import attn_tp_all_reduce, get_local_dp_buffer\n"
+    "\n"
+    "\n"
+    "def unwrap(t, rowwise):\n"
+    "    if isinstance(t, Hybrid):\n"
+    "        return unwrap(t.row if rowwise else t.col, rowwise)\n"
+    "    return t\n"
+    "\n"
+    "\n"
+    "def step():\n"
+    "    attn_tp_all_reduce(unwrap(get_local_dp_buffer(get_tp_group()), True))\n"
+)
+
+
+def test_a_helper_recursing_into_attributes_settles_within_the_depth(tmp_path: Path) -> None:
+    """Each round would return one attribute deeper, two ways at each: 2**rounds values."""
+    index, display = _index(tmp_path, UNWRAP)
+    assert len(index.history[display]) <= MAX_DEPTH + 2
+    attributes = [r.arg.attr for r in index.summaries["mod.unwrap"].returns if isinstance(r, b.Argument)]
+    assert max(a.count(".") for a in attributes if a) < MAX_DEPTH
+    (tmp_path / "mod.py").write_text(UNWRAP)
+    assert [(f.code, f.start.line) for f in lint_paths(tmp_path / "mod.py")] == [("CGL002", 12)]

@@ -39,8 +39,8 @@ from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten,
 from commgroup_lint.analysis.flow.state import DICT, NAMESPACE
 from commgroup_lint.analysis.names import ImportTable
 
-# How many containers deep (an instance's fields, a tuple's items, a partial's arguments) a
-# summary describes a value. A recursive helper (`resolve(v)` returning `{k: resolve(x)}`, a
+# How many containers deep (an instance's fields, a tuple's items, a partial's arguments), or
+# attributes deep (`param.a.b.c`), a summary describes a value. A recursive helper (`resolve(v)` returning `{k: resolve(x)}`, a
 # wrapper group holding a wrapper group) returns a value one level deeper in each round of the
 # fixpoint; cut here, the rounds stop changing it. Engines hold groups and buffers two or three
 # levels down (`self.comm.pynccl.group`).
@@ -121,6 +121,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         if isinstance(f, GroupFact):
             return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
         if isinstance(f, ParamFact):
+            if f.attr and f.attr.count(".") >= MAX_DEPTH:
+                return None  # `unwrap(t.inner)` recursing: one attribute deeper in every round, two ways at each
             ref = arg(f.index) if not f.name.endswith("]") else star_element(f)
             return b.Argument(replace(ref, attr=f.attr)) if ref is not None else None
         if isinstance(f, SizeFact):
