@@ -177,6 +177,8 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
             properties = frozenset(fn.name for fn in functions if _is_property(fn))
             found[qualname] = (bases, methods, (), cls.fields, properties)
             visit(cls.body, qualname)
+        for name, fields in _record_factories(body, imports):
+            found.setdefault(f"{prefix}.{name}", ((), frozenset(), (), fields, frozenset()))
 
     visit(module.body, imports.module)
     return found
@@ -337,6 +339,31 @@ def class_attributes(functions: Sequence[FunctionFacts]) -> dict[str, tuple[tupl
             if portable:
                 merged.setdefault(f.class_qualname, {}).setdefault(key, set()).update(portable)
     return {cls: tuple((k, frozenset(v)) for k, v in sorted(attrs.items())) for cls, attrs in merged.items()}
+
+
+def _record_factories(body: Sequence[ir.Stmt], imports: ImportTable) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """`Entry = collections.namedtuple("Entry", ["group", "size"])` (and `typing.NamedTuple`'s
+    functional form): a class made by a call, a record whose fields are its arguments' names."""
+    for stmt in body:
+        if not (isinstance(stmt, ir.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ir.Name)
+                and isinstance(stmt.value, ir.Call) and len(stmt.value.args) >= 2
+                and isinstance(stmt.value.func, (ir.Name, ir.Attr))
+                and imports.qualify(stmt.value.func) in _RECORD_FACTORIES):
+            continue
+        spec = stmt.value.args[1].value
+        if isinstance(spec, ir.Const) and isinstance(spec.value, str):
+            names = tuple(spec.value.replace(",", " ").split())
+        elif isinstance(spec, ir.TupleExpr):
+            items = [e.elts[0] if isinstance(e, ir.TupleExpr) and e.elts else e for e in spec.elts]
+            names = tuple(e.value for e in items if isinstance(e, ir.Const) and isinstance(e.value, str))
+            if len(names) != len(items):
+                continue
+        else:
+            continue
+        yield stmt.targets[0].id, names
+
+
+_RECORD_FACTORIES = frozenset({"collections.namedtuple", "typing.NamedTuple", "typing_extensions.NamedTuple"})
 
 
 def _short(cls: str | None) -> str | None:
