@@ -178,17 +178,26 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
                                                            for item in args for r in item):
             calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
-    # what the constructor, or a method returning its receiver, leaves in the instance (every
-    # method's stores would cost SGLang's cold check about 60% more time and memory)
+    # what the constructor, or a method returning its receiver, leaves in the instance; any
+    # other method (a setter: `store.put(group)`), only the arguments it stores as they are,
+    # which a caller holding the instance reads back as what it passed (all of every method's
+    # stores would cost SGLang's cold check about 60% more time and memory)
     keeps_fields = fn.name == "__init__" or SelfFieldFact(RECEIVER) in facts.returns
     stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
-                   if keeps_fields and method and (attr := key_attribute(key)) is not None
-                   and (stored := alternatives(value)))
+                   if method and (attr := key_attribute(key)) is not None
+                   and (stored := alternatives(value) if keeps_fields else _arguments(alternatives(value))))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
                             calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)
     if behaviour.empty:
         return behaviour
     return replace(behaviour, origin=f"{display}:{fn.span.line}")
+
+
+def _arguments(items: tuple[b.Returned, ...]) -> tuple[b.Returned, ...]:
+    """Of what a method stores, what only its caller knows: its arguments."""
+    return tuple(r for r in items if isinstance(r, b.Argument))
+
+
 
 
 def canonical(x: object) -> tuple:
