@@ -254,12 +254,23 @@ class SummaryIndex:
         # a name a module re-exports is defined where it imports it from
         frontier = set(wanted)
         while frontier:
-            frontier = {target for name in frontier if (target := self.api.entries.alias(name))} - wanted
+            frontier = {target for name in frontier if (target := self._exported(name))} - wanted
             wanted |= frontier
         # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
         # methods a subclass inherits, are read from them
         bases = {base for a in analysed for _, (names, *_) in a.classes for base in names}
         return wanted | {base for base in bases if self.api.classes.get(base) is None}
+
+    def _exported(self, name: str) -> str | None:
+        """Where a wanted name is defined when a module re-exports it or what it is part of:
+        `pkg.relay().comm` is `relay`'s result, `pkg.Cls.m` a method of the class `pkg.Cls` is."""
+        head, call, rest = name.partition("(")
+        parts = head.split(".")
+        for cut in range(len(parts), 1, -1):
+            target = self.api.entries.alias(".".join(parts[:cut]))
+            if target is not None:
+                return ".".join((target, *parts[cut:])) + call + rest
+        return None
 
     def current(self, display: str) -> ModuleAnalysis | None:
         """The module's analysis if it is valid under the `Api` as it is now."""
