@@ -316,5 +316,7 @@ class FunctionFacts:
     factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in
     group_uses: list[GroupUse] = field(default_factory=list)  # every collective run, with its group
     group_arguments: list[GroupArguments] = field(default_factory=list)  # calls given groups by several keywords
+    cells: tuple[str, ...] = ()  # of a nested function, the enclosing function's parameters it closes over,
+    # parameters of its own after its declared ones (a returned closure is called with them: see `Calls.local_function`)
     lost: list[tuple[ir.Call, str]] = field(default_factory=list)  # collectives given a value the model lost, and
     # the construct that lost it, in a function that bound memory before (see `Events.note_lost`)

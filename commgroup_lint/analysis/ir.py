@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 
@@ -381,3 +382,31 @@ def match_as_ifs(subject: Expr, cases: Sequence[tuple[str | None, tuple[Stmt, ..
 class Module:
     body: tuple[Stmt, ...]
     too_deep: tuple[FunctionDef, ...] = ()  # functions nested too deeply to analyse, kept with no body
+
+
+# each node type's fields that hold other nodes (not its span, nor its front end's node)
+FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(name for name in vars(kind)["__slots__"] if name not in ("span", "source"))
+    for kind in list(globals().values())
+    if isinstance(kind, type) and kind.__module__ == __name__ and "__slots__" in vars(kind) and kind is not Span
+}
+
+
+@lru_cache(maxsize=1024)
+def names_read(fn: FunctionDef) -> frozenset[str]:
+    """Every name a function's body (nested functions included) mentions: its free variables
+    are among them."""
+    found: set[str] = set()
+    stack: list[Any] = [fn.body, tuple(p.default for p in fn.params)]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is tuple or kind is list:
+            stack.extend(item)
+        elif kind is Name:
+            found.add(item.id)
+        else:
+            fields = FIELDS.get(kind)
+            if fields:
+                stack.extend([getattr(item, name) for name in fields])
+    return frozenset(found)

@@ -33,7 +33,7 @@ from commgroup_lint.analysis.facts import (
     TupleFact,
     Value,
 )
-from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, attribute_key, scoped
+from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, attribute_key, cells, scoped
 from commgroup_lint.analysis.names import ImportTable
 from commgroup_lint.analysis.recording import Lookups, Recorder
 
@@ -150,18 +150,10 @@ def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
         elif kind is ir.Attr and type(item.value) is ir.Name and item.value.id == me:
             found.add(attribute_key(item.attr))
         else:
-            fields = _IR_FIELDS.get(kind)
+            fields = ir.FIELDS.get(kind)
             if fields:
                 stack.extend([getattr(item, name) for name in fields])
     return frozenset(found)
-
-
-# each IR node type's fields that hold other nodes (not its span, nor its front end's node)
-_IR_FIELDS: dict[type, tuple[str, ...]] = {
-    kind: tuple(name for name in vars(kind)["__slots__"] if name not in ("span", "source"))
-    for kind in vars(ir).values()
-    if isinstance(kind, type) and kind.__module__ == ir.__name__ and "__slots__" in vars(kind) and kind is not ir.Span
-}
 
 
 def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassInfo]:
@@ -192,7 +184,7 @@ class _ModuleAnalysis:
         self.names: dict = {}  # see `flow.Scope.names`
 
     def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
-             top_level: bool = True) -> Iterator[FunctionFacts]:
+             top_level: bool = True, enclosing: Env | None = None) -> Iterator[FunctionFacts]:
         functions, classes = self.memo.shape(body, "definitions", lambda: (
             tuple(_definitions(body, ir.FunctionDef)), tuple(_definitions(body, ir.ClassDef))))
         for fn in functions:
@@ -201,11 +193,15 @@ class _ModuleAnalysis:
             qualname = f"{prefix}.{fn.name}"
             shared = seed if is_method or not top_level else {}  # `self` attributes, or a closure
             facts = FunctionFacts(qualname, fn, _short(cls), by_name, cls)
+            if enclosing:  # what it closes over of its enclosing function's parameters: cells, given when it is made
+                facts.cells = cells(fn, enclosing)
+                shared = {**shared, **{name: frozenset({ParamFact(len(fn.params) + k, name)})
+                                       for k, name in enumerate(facts.cells)}}
             step = self.memo.run(qualname, shared, partial(self.flow, facts, fn.body, fn.params, cls, is_method, shared),
                                  fn if is_method else None)
             yield step.facts
             # a nested function sees what its enclosing function chose (closures)
-            yield from self.body(fn.body, qualname, None, step.closure, top_level=False)
+            yield from self.body(fn.body, qualname, None, step.closure, top_level=False, enclosing=step.env)
         for klass in classes:
             yield from self.klass(klass, f"{prefix}.{klass.name}", top_level)
 

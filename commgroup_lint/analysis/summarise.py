@@ -60,8 +60,12 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     method = _is_method(facts)
 
     def arg(position: int, attr: str | None = None) -> b.ArgRef | None:
-        """The parameter at `position` (its attribute `attr`: `pgs.tp`), as a caller passes it."""
-        if position >= len(fn.params) or fn.params[position].name.startswith("*"):
+        """The parameter at `position` (its attribute `attr`: `pgs.tp`), as a caller passes it;
+        past the declared ones, a cell, which the closure is made with (by name)."""
+        if position >= len(fn.params):
+            cell = position - len(fn.params)
+            return b.ArgRef(facts.cells[cell], None, attr=attr) if cell < len(facts.cells) else None
+        if fn.params[position].name.startswith("*"):
             return None
         return b.ArgRef(fn.params[position].name, call_index(fn, method, position), attr=attr)
 

@@ -47,6 +47,7 @@ from commgroup_lint.analysis.flow.state import (
     OWN_OBJECT,
     PORTABLE,
     attribute_key,
+    cells,
     flatten,
     guarded_groups,
     scoped,
@@ -243,9 +244,13 @@ class Calls(FlowBase):
 
     def local_function(self, fn: ir.FunctionDef) -> Value:
         """A function defined in this body: its path (its summary, if any) and, for calls made
-        here, its definition."""
+        here, its definition. One that closes over this function's parameters is a closure
+        made with them (its cells, given by name), which a caller it is returned to calls."""
         path = f"{self.facts.qualname}.{fn.name}"
         self._local_functions[path] = fn
+        closed = cells(fn, self.env) if self.params else ()
+        if closed:
+            return frozenset({CallableFact(path, tuple((name, self.env[name]) for name in closed))})
         return frozenset({PathFact(path)})
 
     def inline(self, fn: ir.FunctionDef, c: ir.Call, args: list[Value]) -> set[Fact]:
@@ -289,7 +294,7 @@ class Calls(FlowBase):
         if path in _PARTIAL:
             return self.partial(c, args)
         local = self._local_functions.get(path)
-        if local is not None and not bound:
+        if local is not None and _only_cells(bound, local):  # called where it is defined: its cells are here
             inlined = self.inline(local, c, args)
             effects = self.api.call(path)
             if effects is not None:  # what it consumes or binds, from its own summary
@@ -421,6 +426,12 @@ def _record_fields(c: ir.Call, args: list[Value], names: tuple[str, ...]) -> tup
         if name is not None and value - UNKNOWN_VALUE:
             given.append((name, shallow(value)))
     return tuple(given)
+
+
+def _only_cells(bound: tuple[tuple[str | None, Value], ...], fn: ir.FunctionDef) -> bool:
+    """Whether what a callable holds are only the cells of `fn` (no argument of a partial)."""
+    own = {p.name.lstrip("*") for p in fn.params}
+    return all(keyword is not None and keyword not in own for keyword, _ in bound)
 
 
 def _anywhere(x: object) -> object:

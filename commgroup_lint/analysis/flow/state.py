@@ -241,6 +241,17 @@ def shallow(value: Value) -> Value:
     return frozenset(out)
 
 
+def cells(fn: ir.FunctionDef, env: Env) -> tuple[str, ...]:
+    """The variables of `env` that `fn`, defined there, closes over and that hold a parameter
+    of the function defining it: only its caller knows them, so a closure carries them (its
+    cells), and its summary reads them as parameters of its own."""
+    if not any(isinstance(f, ParamFact) for value in env.values() for f in value):
+        return ()
+    own = {p.name.lstrip("*") for p in fn.params}
+    return tuple(sorted(name for name in ir.names_read(fn) - own
+                        if any(isinstance(f, ParamFact) for f in env.get(name, ()))))
+
+
 def starred(expr: ir.TupleExpr) -> bool:
     return any(isinstance(e, ir.Starred) for e in expr.elts)
 
