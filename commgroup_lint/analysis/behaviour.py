@@ -200,12 +200,15 @@ class Behaviour:
     stores: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
     """What a constructor leaves in the new instance's attributes (`self.group = group`), by
     attribute, in the callee's terms: the instance's fields at each call."""
+    globals: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
+    """What it binds to module globals (`global x; x = group`), by qualified name: each call
+    binds there what it passes, which every reader of the global may see."""
     origin: str | None = None  # where the scanned code defines it
 
     @property
     def empty(self) -> bool:
         return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools or self.keeps
-                    or self.calls_params or self.stores)
+                    or self.calls_params or self.stores or self.globals)
 
     def allocator(self) -> Memory | None:
         """The memory this call returns, when it is an allocation API."""

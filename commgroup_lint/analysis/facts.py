@@ -313,6 +313,8 @@ class FunctionFacts:
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call
     stores: dict[str, frozenset] = field(default_factory=dict)  # `self.x` values this method leaves
+    global_stores: dict[str, frozenset] = field(default_factory=dict)  # module globals it binds (`global x`), by
+    # qualified name, and what the callees it gives arguments bind there
     factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in
     group_uses: list[GroupUse] = field(default_factory=list)  # every collective run, with its group
     group_arguments: list[GroupArguments] = field(default_factory=list)  # calls given groups by several keywords

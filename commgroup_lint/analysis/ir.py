@@ -315,6 +315,7 @@ class FunctionDef:
     decorators: tuple[Expr, ...]
     span: Span = NO_SPAN  # the `def` line (decorators excluded)
     nonlocals: tuple[str, ...] = ()  # the names its body declares `nonlocal`: a call writes them back
+    globals: tuple[str, ...] = ()  # the names its body declares `global`: what it binds there is the module's
 
 
 @dataclass(frozen=True, eq=False, slots=True)

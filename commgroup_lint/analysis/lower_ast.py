@@ -241,7 +241,8 @@ class _AstLowerer:
             self.too_deep.append(left_out)
             return left_out
         nonlocals = tuple(n for s in node.body if isinstance(s, ast.Nonlocal) for n in s.names)
-        return ir.FunctionDef(node.name, params, body, decorators, def_span, nonlocals)
+        globals_ = tuple(n for s in node.body if isinstance(s, ast.Global) for n in s.names)
+        return ir.FunctionDef(node.name, params, body, decorators, def_span, nonlocals, globals_)
 
     def match(self, node: ast.Match) -> ir.Stmt:
         cases = [(case.pattern.name if isinstance(case.pattern, ast.MatchAs) else None, self.body(case.body))

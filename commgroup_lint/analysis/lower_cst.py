@@ -213,9 +213,10 @@ class _CstLowerer:
         # the `def` line: decorators excluded, the column of the statement's indentation
         def_span = ir.Span(name.line, outer.col, name.end_line, name.end_col)
         nonlocals = tuple(n.name.value for s in _small_statements(node.body) if isinstance(s, cst.Nonlocal) for n in s.names)
+        globals_ = tuple(n.name.value for s in _small_statements(node.body) if isinstance(s, cst.Global) for n in s.names)
         return ir.FunctionDef(
             node.name.value, params, self.body(node.body),
-            tuple(self.expr(d.decorator) for d in node.decorators), def_span, nonlocals,
+            tuple(self.expr(d.decorator) for d in node.decorators), def_span, nonlocals, globals_,
         )
 
     def param(self, node: cst.Param, star: str = "") -> ir.Param:

@@ -135,6 +135,10 @@ class Effects(FlowBase):
         for bind in behaviour.binds_pools:
             groups = arguments.value(bind.groups) if bind.groups is not None else None
             self.bind_pool(arguments.expr(bind.pool), groups)
+        for name, items in behaviour.globals:  # `set_group(g)` binding a global to the group given
+            stored = self.instantiate_all(items, path, c, arguments, sub) - UNKNOWN_VALUE
+            if stored:
+                self.store_global(name, frozenset(stored))
         for kept in behaviour.keeps:
             cond, _, impossible = sub.apply(kept.cond)
             if not impossible:

@@ -278,6 +278,8 @@ class Statements(FlowBase):
             if key_attribute(key) is not None:
                 previous = self.facts.stores.get(key, frozenset())
                 self.facts.stores[key] = previous | value
+            elif self.facts.node is not None and key in self.facts.node.globals:
+                self.store_global(f"{self.imports.module}.{key}", value)
         elif isinstance(target, ir.TupleExpr):
             if isinstance(source, ir.TupleExpr) and len(source.elts) == len(target.elts) and not starred(source):
                 values = [self.eval(e) for e in source.elts]  # every right-hand side before any binding
@@ -299,6 +301,11 @@ class Statements(FlowBase):
                 self.bind(t.value if isinstance(t, ir.Starred) else t, element, None)
         else:
             self.store(target, value)
+
+    def store_global(self, name: str, value: Value) -> None:
+        """A module global bound (here, or by a callee given what it binds): a group there is
+        what every function reading the global may see (see `SummaryIndex`)."""
+        self.facts.global_stores[name] = self.facts.global_stores.get(name, frozenset()) | value
 
     def grow(self, target: ir.Expr, value: Value) -> None:
         """`groups.append(g)`: the list holds one more element."""
