@@ -611,7 +611,7 @@ REWRITES: dict[str, Rewrite] = {
     and rewrite.__code__.co_varnames[:2] == ("p", "e")
 }
 
-NOT_FOLLOWED: frozenset[str] = frozenset({"global_getter"})
+NOT_FOLLOWED: frozenset[str] = frozenset()
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed), left out
 of the chains: `scripts/metamorphic_report.py` shows where each loses its findings."""
 

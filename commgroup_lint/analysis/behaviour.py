@@ -135,12 +135,19 @@ class SelfAttribute:
 
 
 @dataclass(frozen=True)
+class Global:
+    """A module global (its qualified name): what the caller bound there, if it did."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class Items:
     items: tuple[tuple[Returned, ...], ...]
 
 
 Returned = (Groups | NewGroup | Argument | Size | Memory | Context | PoolContext | Flag | Constant | Partial | Instance
-            | SelfAttribute | Items)
+            | SelfAttribute | Global | Items)
 
 
 @dataclass(frozen=True)

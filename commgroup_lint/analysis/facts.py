@@ -222,13 +222,21 @@ RECEIVER = ""  # the `SelfFieldFact` of `return self`
 
 
 @dataclass(frozen=True)
+class GlobalFact:
+    """A function returns a module global that functions bind (`return _BUFFER`, its qualified
+    name): to a caller that bound it before (`set_buffer(buf)`), what it bound. Only ever in `returns`."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class UnknownFact:
     pass
 
 
 UNKNOWN = UnknownFact()
 Fact = (GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | TupleFact
-        | CallableFact | ObjectFact | ConstFact | SelfFieldFact | UnknownFact)
+        | CallableFact | ObjectFact | ConstFact | SelfFieldFact | GlobalFact | UnknownFact)
 Value = frozenset[Fact]
 UNKNOWN_VALUE: Value = frozenset({UNKNOWN})
 

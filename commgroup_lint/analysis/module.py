@@ -51,6 +51,7 @@ def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: s
     `memo`, each step is recorded there and a step of its last analysis is reused where it holds."""
     memo = memo or StepMemo(None)
     analysis = _ModuleAnalysis(api, imports, display, memo.classes(module, imports), memo)
+    analysis.bound_globals = memo.shape(module, "globals", partial(bound_globals, module))
     top = FunctionFacts(imports.module, None, None)
     top = analysis.memo.run(imports.module, None, partial(analysis.flow, top, module.body, (), None, False, None)).facts
     return [top, *analysis.body(module.body, imports.module, None, {})]
@@ -134,6 +135,38 @@ class StepMemo:
         return all(old.get(key) == new.get(key) for key in names)
 
 
+def bound_globals(module: ir.Module) -> frozenset[str]:
+    """The module's globals that one of its functions (methods, nested ones) binds to a
+    parameter (`def set_buffer(buf): global _BUF; _BUF = buf`): what they hold only the
+    setter's callers know, so a getter returns them as the global itself (see `GlobalFact`)."""
+    found: set[str] = set()
+    for fn in _statements(module.body, ir.FunctionDef):
+        if fn.globals:
+            params = {p.name.lstrip("*") for p in fn.params}
+            found.update(t.id for stmt in _statements(fn.body, ir.Assign, nested=False) for t in stmt.targets
+                         if isinstance(t, ir.Name) and t.id in fn.globals
+                         and isinstance(stmt.value, ir.Name) and stmt.value.id in params)
+    return frozenset(found)
+
+
+def _statements(body: Sequence[ir.Stmt], kind: type, nested: bool = True) -> Iterator[Any]:
+    """The statements of `kind` anywhere in the blocks (in functions and classes defined
+    there too, unless not `nested`)."""
+    stack: list[ir.Stmt] = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, kind):
+            yield stmt
+        if isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            stack.extend(stmt.body if nested else ())
+        elif isinstance(stmt, (ir.If, ir.Loop)):
+            stack.extend(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.With):
+            stack.extend(stmt.body)
+        elif isinstance(stmt, ir.Try):
+            stack.extend(stmt.body + stmt.orelse + stmt.finalbody + tuple(s for h in stmt.handlers for s in h))
+
+
 def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
     """The `self.x` keys a method's body (nested functions included) names through its first
     parameter: the only attributes of `self` its dataflow can read."""
@@ -182,6 +215,7 @@ class _ModuleAnalysis:
         self.api, self.imports, self.display, self.classes, self.memo = api, imports, display, classes, memo
         self.stores: dict[str, Env] = {}  # class -> what its methods store on `self`
         self.names: dict = {}  # see `flow.Scope.names`
+        self.bound_globals: frozenset[str] = frozenset()  # see `flow.Scope.bound_globals`
 
     def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
              top_level: bool = True, enclosing: Env | None = None) -> Iterator[FunctionFacts]:
@@ -228,7 +262,7 @@ class _ModuleAnalysis:
         return found
 
     def scope(self, cls: str | None, is_method: bool) -> Scope:
-        return Scope(self.imports, cls, self.display, is_method, self.classes, self.names)
+        return Scope(self.imports, cls, self.display, is_method, self.classes, self.names, self.bound_globals)
 
     def klass(self, klass: ir.ClassDef, qualname: str, top_level: bool) -> Iterator[FunctionFacts]:
         seed: Env = {}

@@ -25,6 +25,7 @@ from commgroup_lint.analysis.facts import (
     ContextFact,
     Fact,
     FunctionFacts,
+    GlobalFact,
     GroupFact,
     ObjectFact,
     ParamFact,
@@ -136,6 +137,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Constant(f.value) if in_tuple else None
         if isinstance(f, SelfFieldFact):
             return b.SelfAttribute(f.attr) if method else None
+        if isinstance(f, GlobalFact):
+            return b.Global(f.name)
         if isinstance(f, TupleFact):
             items = tuple(tuple(sorted({r for g in item if (r := returned(g, True)) is not None}, key=canonical))
                           for item in f.items)

@@ -29,6 +29,7 @@ from commgroup_lint.analysis.facts import (
     ContextFact,
     Fact,
     FunctionFacts,
+    GlobalFact,
     GroupArguments,
     GroupFact,
     ObjectFact,
@@ -287,7 +288,7 @@ class Calls(FlowBase):
             if name in flow.env:
                 self.env[name] = flow.env[name]
         self.facts.wanted |= facts.wanted  # the summaries its calls need are this run's to ask for
-        return {f for f in facts.returns if not isinstance(f, SelfFieldFact)}
+        return {f for f in facts.returns if not isinstance(f, (SelfFieldFact, GlobalFact))}
 
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
                   bound: tuple[tuple[str | None, Value], ...] = (), record: object = None) -> set[Fact]:

@@ -34,6 +34,7 @@ from commgroup_lint.analysis.flow.state import (
     NONE_VALUE,
     OWN_OBJECT,
     flatten,
+    global_key,
     guarded_groups,
     shallow,
 )
@@ -185,6 +186,8 @@ class Effects(FlowBase):
                     sub: Substitution | None) -> set[Fact]:
         if isinstance(item, b.SelfAttribute):
             return set()  # the receiver's field, which only `call_path` knows (see there)
+        if isinstance(item, b.Global):  # what this function (or a callee) bound the global to, if it did
+            return set(self.env.get(global_key(item.name), ()))
         if isinstance(item, b.Groups):
             variant = arguments.variant(item.variants) if c is not None else None
             if variant is not None:

@@ -179,6 +179,15 @@ class Scope:
     is_method: bool = False  # the first parameter is `self` (or `cls`)
     local_classes: dict[str, tuple] | None = None  # this module's classes
     names: dict[str, Value] = field(default_factory=dict)  # module-level names' values, within one analysis
+    bound_globals: frozenset[str] = frozenset()  # the module's globals a setter binds (see `module.bound_globals`)
+
+
+def global_key(name: str) -> str:
+    """The environment's key of a module global (its qualified name) a callee bound here."""
+    return GLOBAL_MARK + name
+
+
+GLOBAL_MARK = "\x1c"  # what the keys of module globals bound through callees start with
 
 
 _SELF_KEY = "self."  # what the keys of the analysed object's attributes start with, whatever its parameter's name

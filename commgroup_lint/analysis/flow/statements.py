@@ -20,6 +20,7 @@ from commgroup_lint.analysis.facts import (
     ConstFact,
     ContextFact,
     Fact,
+    GlobalFact,
     GroupFact,
     ObjectFact,
     ParamFact,
@@ -36,6 +37,7 @@ from commgroup_lint.analysis.flow.state import (
     Env,
     Fork,
     flatten,
+    global_key,
     guard,
     guard_memory,
     iterated_elements,
@@ -92,6 +94,9 @@ class Statements(FlowBase):
                     self.facts.returns.add(SelfFieldFact(attr))  # a getter
                 elif isinstance(s.value, ir.Name) and s.value.id == self.self_name and self.self_name:
                     self.facts.returns.add(SelfFieldFact(RECEIVER))  # a fluent method: its receiver
+                elif isinstance(s.value, ir.Name) and s.value.id in self.scope.bound_globals \
+                        and s.value.id not in self.env:  # a getter of a global
+                    self.facts.returns.add(GlobalFact(f"{self.imports.module}.{s.value.id}"))
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
@@ -306,6 +311,7 @@ class Statements(FlowBase):
         """A module global bound (here, or by a callee given what it binds): a group there is
         what every function reading the global may see (see `SummaryIndex`)."""
         self.facts.global_stores[name] = self.facts.global_stores.get(name, frozenset()) | value
+        self.env[global_key(name)] = value  # and, read after here in this function, what it holds
 
     def grow(self, target: ir.Expr, value: Value) -> None:
         """`groups.append(g)`: the list holds one more element."""
