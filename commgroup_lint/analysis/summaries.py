@@ -117,6 +117,7 @@ class SummaryIndex:
         self._misuses: dict[str, tuple[str, ...]] = {}
         self._definitions: dict[str, tuple[str, ...]] = {}
         self._globals: dict[str, b.Entry] = {}  # what `_install_globals` installed
+        self._package_exports: dict[str, str] = {}  # what the packages read since `_add_reexported` last looked
 
     def allocator_words(self) -> set[str]:
         return self.api.allocation_words() | self.words
@@ -147,10 +148,12 @@ class SummaryIndex:
             new_words = self.allocator_words() - words
             words |= new_words
             chosen = set(mentions(pending, new_words)) if new_words else set()
+            wanted: set[str] = set()
             if self.summaries or self.modules:
                 if modules is None:
                     modules = ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
-                chosen |= {d for d in defining(self._wanted(), modules) if d in pending}
+                wanted = self._wanted()
+                chosen |= {d for d in defining(wanted, modules) if d in pending}
             if not chosen:
                 if settled:
                     break
@@ -160,11 +163,27 @@ class SummaryIndex:
                 continue
             for display in sorted(chosen):  # sorted: the order decides between duplicate definitions
                 self._add(pending.pop(display), hops)
+            if modules is not None:
+                self._add_reexported(wanted, modules, pending, hops)
             hops += 1
             self._settle(rounds=1, fresh_only=True)  # enough to see what the new ones want
             settled = False
         if not settled:
             self._settle(rounds=MAX_ROUNDS)
+
+    def _add_reexported(self, wanted: set[str], modules: ModuleFinder, pending: dict[str, ModuleSource],
+                        hop: int) -> None:
+        """The modules where the packages just read say a wanted name is defined (`from .impl
+        import relay` in a package's `__init__`), read in the same hop: a re-export is no call."""
+        while self._package_exports:
+            exports, self._package_exports = self._package_exports, {}
+            targets = {target for name in wanted if (target := self._exported(name, exports.get))} - wanted
+            found = {d for d in defining(targets, modules) if d in pending}
+            if not found:
+                return
+            for display in sorted(found):
+                self._add(pending.pop(display), hop)
+            wanted = wanted | targets
 
     def _resume(self, pending: dict[str, ModuleSource]) -> int:
         """Start where the last run ended, for a caller that knows no file changed, came or went
@@ -204,7 +223,7 @@ class SummaryIndex:
             self.modules[source.display] = None
             self.history[source.display] = list(cached)  # each checked against the Api before use
             self._install_classes(cached[0].classes)
-            self._install_exports(cached[0].exports)
+            self._install_exports(cached[0].exports, source)
             return
         try:
             module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
@@ -214,10 +233,12 @@ class SummaryIndex:
         self.sources[source.display] = source
         self.modules[source.display] = module
         self._install_classes(tuple(module_classes(module.module, module.imports).items()))
-        self._install_exports(_exports(module.imports))
+        self._install_exports(_exports(module.imports), source)
 
-    def _install_exports(self, exports: tuple[tuple[str, str], ...]) -> None:
+    def _install_exports(self, exports: tuple[tuple[str, str], ...], source: ModuleSource) -> None:
         """What a module imports can be imported from it: a package's `__init__` re-exports."""
+        if source.path.name == "__init__.py":
+            self._package_exports.update(exports)
         new = {name: target for name, target in exports if self.api.entries.alias(name) != target}
         if new:
             self.api.entries.add_aliases(new)
@@ -262,13 +283,14 @@ class SummaryIndex:
         bases = {base for a in analysed for _, (names, *_) in a.classes for base in names}
         return wanted | {base for base in bases if self.api.classes.get(base) is None}
 
-    def _exported(self, name: str) -> str | None:
-        """Where a wanted name is defined when a module re-exports it or what it is part of:
-        `pkg.relay().comm` is `relay`'s result, `pkg.Cls.m` a method of the class `pkg.Cls` is."""
+    def _exported(self, name: str, alias: Callable[[str], str | None] | None = None) -> str | None:
+        """Where a wanted name is defined when a module re-exports it (`alias`: of those
+        modules only) or what it is part of: `pkg.relay().comm` is `relay`'s result, `pkg.Cls.m`
+        a method of the class `pkg.Cls` is."""
         head, call, rest = name.partition("(")
         parts = head.split(".")
         for cut in range(len(parts), 1, -1):
-            target = self.api.entries.alias(".".join(parts[:cut]))
+            target = (alias or self.api.entries.alias)(".".join(parts[:cut]))
             if target is not None:
                 return ".".join((target, *parts[cut:])) + call + rest
         return None
