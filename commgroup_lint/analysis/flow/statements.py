@@ -241,12 +241,12 @@ class Statements(FlowBase):
     def entered(self, manager: Value, expr: ir.Expr, enter: str = "__enter__") -> Value:
         """What `with manager as x` binds: what the manager's `__enter__` (`__aenter__`) returns (a
         class of the scanned code's), what a generator-based manager yields, `nullcontext(x)`'s `x`."""
-        call = expr if isinstance(expr, ir.Call) else None
+        call = expr if isinstance(expr, ir.Call) else ir.Call(expr, (), expr.span)  # a manager made before
         out: set[Fact] = set()
         for f in manager:
             if isinstance(f, ObjectFact) and f.cls == NULL_CONTEXT:
                 out |= f.field("enter_result") or NONE_VALUE
-            elif isinstance(f, ObjectFact) and call is not None and (method := self.resolve_method(enter, f.cls)):
+            elif isinstance(f, ObjectFact) and (method := self.resolve_method(enter, f.cls)):
                 out |= self.call_path(method, call, [], None, record=f)
             elif isinstance(f, TupleFact):  # a generator: `@contextmanager` enters what it yields
                 out |= iterated_elements(frozenset({f}))
