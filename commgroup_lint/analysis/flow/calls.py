@@ -314,7 +314,9 @@ class Calls(FlowBase):
             info = self.class_info(path)
             if info is not None:  # constructing a class of the scanned code
                 fields = self.construct(path, c, args)
-                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else fields)}
+                # a record (a dataclass, a `NamedTuple`) takes its fields; an inherited `__init__` sets them
+                record = "__init__" not in info[1] and (bool(info[3]) or self.resolve_method("__init__", path) is None)
+                return {ObjectFact(path, _record_fields(c, args, info[3]) if record else fields)}
             return {PathFact(f"{path}()")}
         arguments = Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
