@@ -32,6 +32,7 @@ from commgroup_lint.analysis.facts import (
 )
 from commgroup_lint.analysis.flow.base import FlowBase
 from commgroup_lint.analysis.flow.state import (
+    NAMESPACE,
     NONE_VALUE,
     NULL_CONTEXT,
     Env,
@@ -105,7 +106,7 @@ class Statements(FlowBase):
         elif isinstance(s, ir.FunctionDef):
             self.env[s.name] = self.local_function(s)
         elif isinstance(s, ir.ClassDef):
-            self.env[s.name] = UNKNOWN_VALUE  # analysed on its own
+            self.env[s.name] = self.class_body(s)
         elif isinstance(s, ir.Import) and self.facts.node is not None:
             # an import inside a function binds its name on this path only (two branches may
             # import two modules' `mhc_pre` under one name)
@@ -116,6 +117,17 @@ class Statements(FlowBase):
             for e in s.exprs:
                 self.eval(e)
         return True
+
+    def class_body(self, s: ir.ClassDef) -> Value:
+        """A class defined here: what its body binds to names, read here (it sees this
+        function's variables), are its attributes (`class Local: group = g`, then `Local.group`);
+        its methods are analysed on their own."""
+        fields: list[tuple[str, Value]] = []
+        for stmt in s.body:
+            if isinstance(stmt, ir.Assign) and any(isinstance(t, ir.Name) for t in stmt.targets):
+                value = self.eval(stmt.value)
+                fields += [(t.id, value) for t in stmt.targets if isinstance(t, ir.Name)]
+        return frozenset({ObjectFact(NAMESPACE, tuple(fields))}) if fields else UNKNOWN_VALUE
 
     def branch(self, test: ir.Expr, body: Sequence[ir.Stmt], orelse: Sequence[ir.Stmt]) -> bool:
         """An `if` and its `elif`s, walked in a loop rather than by recursing once per `elif` (a
