@@ -33,6 +33,7 @@ class _Table(Generic[T]):
         self._unrelated = unrelated  # matched by nothing but their exact name
         self._tails: dict[str, str | None] = {}  # name -> its tail key (asked again and again)
         self._exact = dict(entries)
+        self._shipped = dict(entries)
         self._shipped_names = frozenset(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
         self._shipped_tails = frozenset(self._by_tail)
@@ -106,6 +107,19 @@ class _Table(Generic[T]):
             if (key := self.tail_key(name)) and key in self._shipped_tails:
                 self._by_tail[key] = value
                 self._hidden.discard(key)
+
+    def withdraw(self, names: Iterable[str]) -> None:
+        """Scanned definitions `override` installed that no longer hold (a summary that came
+        out empty in a later round): each name is what the profile says again, or unknown."""
+        self._answers.clear()
+        for name in names:
+            self.replaced.pop(name, None)
+            if name in self._shipped:
+                self._exact[name] = self._shipped[name]
+            else:
+                self._exact.pop(name, None)
+            if (key := self.tail_key(name)) and key in self._shipped_tails:
+                self._by_tail[key] = self._shipped[self._shipped_by_tail[key]]
 
     def hide(self, name: str) -> None:
         """A scanned definition says `name` is not what the profile thinks (an old signature)."""

@@ -116,6 +116,7 @@ class SummaryIndex:
         self._installed: tuple | None = None  # what `_install` did last
         self._misuses: dict[str, tuple[str, ...]] = {}
         self._definitions: dict[str, tuple[str, ...]] = {}
+        self._scanned: set[str] = set()  # the entries installed from summaries (see `Api.entries.withdraw`)
         self._globals: dict[str, b.Entry] = {}  # what `_install_globals` installed
         self._package_exports: dict[str, str] = {}  # what the packages read since `_add_reexported` last looked
 
@@ -369,13 +370,14 @@ class SummaryIndex:
                         continue
                 self._install_now(self.analyses[display].entries)
                 self._install_classes(self.analyses[display].classes)
-            if not moved or not self._install_all():  # nothing moved: what is installed still holds
+            if not moved:  # every analysis holds under what is installed: a fixpoint, which a resume finds as it is
                 break
+            self._install_all()
         self._install_misuses()
 
-    def _install_all(self) -> bool:
+    def _install_all(self) -> None:
         """Install what every analysed module says (summaries, signatures, the words naming
-        memory-binding helpers); whether the summaries changed."""
+        memory-binding helpers)."""
         found: dict[str, b.Behaviour] = {}
         definitions: dict[str, tuple[str, ...]] = {}
         words: set[str] = set()
@@ -403,14 +405,13 @@ class SummaryIndex:
                         functions.add(word)
         self.api.set_helper_words(words, {w: owners for w, owners in methods.items() if w not in functions})
         self._install(found, definitions)
-        changed = found != self.summaries
         self.summaries = found
-        return self._install_globals(found) or changed
+        self._install_globals(found)
 
-    def _install_globals(self, found: dict[str, b.Behaviour]) -> bool:
+    def _install_globals(self, found: dict[str, b.Behaviour]) -> None:
         """The module globals that functions bind to groups (`global _GROUP; _GROUP = g`, in the
         function or through a setter given `g`), each read as any of those groups wherever it is
-        read; a global the profile knows stays the profile's. Whether they changed."""
+        read; a global the profile knows stays the profile's."""
         stored: dict[str, set[b.Returned]] = {}
         for summary in found.values():
             for name, items in summary.globals:
@@ -419,13 +420,11 @@ class SummaryIndex:
                   for name, items in sorted(stored.items())
                   if items and (name in self._globals or self.api.entry(name) is None)}
         if values == self._globals:
-            return False
-        for name in self._globals.keys() - values.keys():
-            self.api.entries.hide(name)
+            return
+        self.api.entries.withdraw(self._globals.keys() - values.keys())
         self.api.entries.override(values)
         self._globals = values
         self.recorder.changed()
-        return True
 
     def _order(self) -> list[str]:
         """The indexed modules, each after the indexed modules it imports (cycles broken by
@@ -467,8 +466,14 @@ class SummaryIndex:
         new = {e.qualname: b.Entry(call=e.summary) for e in entries
                if e.params is not None and not e.summary.empty and self.api.overridable(e.qualname, e.summary)}
         changed = {name: entry for name, entry in new.items() if self.api.entries.get(name) != entry}
+        stale = {e.qualname for e in entries if e.qualname in self._scanned and e.qualname not in new}
         if changed:
             self.api.entries.override(changed)
+            self._scanned |= changed.keys()
+        if stale:
+            self.api.entries.withdraw(stale)
+            self._scanned -= stale
+        if changed or stale:
             self.recorder.changed()
 
     def _install_misuses(self) -> None:
@@ -492,6 +497,8 @@ class SummaryIndex:
             self.api.signatures.override(definitions)
             self._definitions = definitions
         self.api.entries.override({name: b.Entry(call=summary) for name, summary in found.items()})
+        self.api.entries.withdraw(self._scanned - found.keys())
+        self._scanned = set(found)
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
         hidden = []
