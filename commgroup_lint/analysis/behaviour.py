@@ -208,8 +208,8 @@ class Behaviour:
     """What a constructor leaves in the new instance's attributes (`self.group = group`), by
     attribute, in the callee's terms: the instance's fields at each call."""
     globals: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
-    """What it binds to module globals (`global x; x = group`), by qualified name: each call
-    binds there what it passes, which every reader of the global may see."""
+    """The arguments it binds to module globals (`global x; x = group`), by qualified name:
+    each call binds there what it passes, which a getter of the global returns to that caller."""
     origin: str | None = None  # where the scanned code defines it
 
     @property

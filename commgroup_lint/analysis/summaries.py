@@ -29,7 +29,7 @@ from commgroup_lint.analysis.indexing import IndexedModule, ModuleFinder, defini
 from commgroup_lint.analysis.module import ClassInfo, StepMemo, analyze_module, class_attributes, module_classes
 from commgroup_lint.analysis.names import ImportTable
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
-from commgroup_lint.analysis.summarise import merge_groups, summarise
+from commgroup_lint.analysis.summarise import summarise
 from commgroup_lint.analysis.verdict import mismatches
 from commgroup_lint.model import Confidence
 from commgroup_lint.parsing import ParseFailure
@@ -117,7 +117,6 @@ class SummaryIndex:
         self._misuses: dict[str, tuple[str, ...]] = {}
         self._definitions: dict[str, tuple[str, ...]] = {}
         self._scanned: set[str] = set()  # the entries installed from summaries (see `Api.entries.withdraw`)
-        self._globals: dict[str, b.Entry] = {}  # what `_install_globals` installed
         self._package_exports: dict[str, str] = {}  # what the packages read since `_add_reexported` last looked
 
     def allocator_words(self) -> set[str]:
@@ -406,25 +405,6 @@ class SummaryIndex:
         self.api.set_helper_words(words, {w: owners for w, owners in methods.items() if w not in functions})
         self._install(found, definitions)
         self.summaries = found
-        self._install_globals(found)
-
-    def _install_globals(self, found: dict[str, b.Behaviour]) -> None:
-        """The module globals that functions bind to groups (`global _GROUP; _GROUP = g`, in the
-        function or through a setter given `g`), each read as any of those groups wherever it is
-        read; a global the profile knows stays the profile's."""
-        stored: dict[str, set[b.Returned]] = {}
-        for summary in found.values():
-            for name, items in summary.globals:
-                stored.setdefault(name, set()).update(r for r in items if isinstance(r, b.Groups))
-        values = {name: b.Entry(value=tuple(merge_groups(list(items))))
-                  for name, items in sorted(stored.items())
-                  if items and (name in self._globals or self.api.entry(name) is None)}
-        if values == self._globals:
-            return
-        self.api.entries.withdraw(self._globals.keys() - values.keys())
-        self.api.entries.override(values)
-        self._globals = values
-        self.recorder.changed()
 
     def _order(self) -> list[str]:
         """The indexed modules, each after the indexed modules it imports (cycles broken by

@@ -169,7 +169,7 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         compare equal, or the fixpoint never ends)."""
         return tuple(sorted({r for g in value if (r := returned(g, depth=depth)) is not None}, key=canonical))
 
-    returns = merge_groups([r for f in facts.returns if (r := returned(f)) is not None])  # ordered there
+    returns = _merge_groups([r for f in facts.returns if (r := returned(f)) is not None])  # ordered there
     consumes: list[b.Consume] = []
     for position, uses in sorted(facts.param_uses.items()):
         ref = arg(position)
@@ -208,9 +208,9 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
                    if method and (attr := key_attribute(key)) is not None
                    and (stored := alternatives(value) if keeps_fields else _arguments(alternatives(value))))
-    # the groups it binds to module globals, and the arguments (each caller's group)
+    # the arguments it binds to module globals (a setter's): what only each caller knows
     globals_ = tuple((name, kept) for name, value in sorted(facts.global_stores.items())
-                     if (kept := tuple(r for r in alternatives(value) if isinstance(r, (b.Groups, b.Argument)))))
+                     if (kept := _arguments(alternatives(value))))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
                             calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores, globals=globals_)
     if behaviour.empty:
@@ -239,7 +239,7 @@ def canonical(x: object) -> tuple:
     return ("=", type(x).__name__, repr(x))
 
 
-def merge_groups(items: list[b.Returned]) -> list[b.Returned]:
+def _merge_groups(items: list[b.Returned]) -> list[b.Returned]:
     """All the groups a function may return as one `Groups` (first), then the rest in order."""
     groups = [g for item in items if isinstance(item, b.Groups) for g in item.groups]
     rest = [item for item in items if not isinstance(item, b.Groups)]

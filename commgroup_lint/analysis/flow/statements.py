@@ -320,8 +320,8 @@ class Statements(FlowBase):
             self.store(target, value)
 
     def store_global(self, name: str, value: Value) -> None:
-        """A module global bound (here, or by a callee given what it binds): a group there is
-        what every function reading the global may see (see `SummaryIndex`)."""
+        """A module global bound, here or by a callee given what it binds: read after here in
+        this function, or returned by a getter of it, it holds that."""
         self.facts.global_stores[name] = self.facts.global_stores.get(name, frozenset()) | value
         self.env[global_key(name)] = value  # and, read after here in this function, what it holds
 
