@@ -36,6 +36,7 @@ from commgroup_lint.parsing import ParseFailure
 
 MAX_ROUNDS = 8  # summaries of helpers calling helpers settle in a few rounds (chains of 4 or 5 on SGLang); recursion is cut here
 MAX_HOPS = 4  # how far indexing follows calls from the files that allocate
+MAX_REEXPORTS = 8  # how many re-exports a wanted name is followed through
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,9 @@ class SummaryIndex:
                         hop: int) -> None:
         """The modules where the packages just read say a wanted name is defined (`from .impl
         import relay` in a package's `__init__`), read in the same hop: a re-export is no call."""
-        while self._package_exports:
+        for _ in range(MAX_REEXPORTS):
+            if not self._package_exports:
+                return
             exports, self._package_exports = self._package_exports, {}
             targets = {target for name in wanted if (target := self._exported(name, exports.get))} - wanted
             found = {d for d in defining(targets, modules) if d in pending}
@@ -273,9 +276,10 @@ class SummaryIndex:
         while frontier:
             frontier = {callee for name in frontier for callee in passes.get(name, ())} - wanted
             wanted |= frontier
-        # a name a module re-exports is defined where it imports it from
+        # a name a module re-exports is defined where it imports it from (a few re-exports
+        # deep: `pkg.a` imported as `pkg.a.b`'s `a` names itself again and again)
         frontier = set(wanted)
-        while frontier:
+        for _ in range(MAX_REEXPORTS):
             frontier = {target for name in frontier if (target := self._exported(name))} - wanted
             wanted |= frontier
         # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
