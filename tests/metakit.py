@@ -613,14 +613,96 @@ def _star_imported_helper(p: Program, e: str) -> str:
     return f"{f}({e})"
 
 
+def _match_sequence(p: Program, e: str) -> str:
+    v = p.fresh("second_item")
+    p.body += [f"match [None, {e}]:", f"    case [_, {v}]:", "        pass"]
+    return v
+
+
+def _match_mapping(p: Program, e: str) -> str:
+    v = p.fresh("keyed")
+    p.body += [f"match {{'key': {e}, 'other': 1}}:", f"    case {{'key': {v}}}:", "        pass"]
+    return v
+
+
+def _match_class_keyword(p: Program, e: str) -> str:
+    v = p.fresh("field")
+    p.module.insert(0, "import types")
+    p.body += [f"match types.SimpleNamespace(value={e}):", f"    case types.SimpleNamespace(value={v}) if True:",
+               "        pass", "    case _:", "        raise RuntimeError('unreachable')"]
+    return v
+
+
+def _nested_managers(p: Program, e: str) -> str:
+    c, m, v = p.fresh("Guard"), p.fresh("manager"), p.fresh("nested")
+    p.module.insert(0, "import contextlib")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self.value = value", "",
+              "    def __enter__(self):", "        return self.value", "",
+              "    def __exit__(self, exc_type, exc, tb):", "        return None"])
+    p.body += [f"{m} = {c}({e})", f"with contextlib.nullcontext(), {m} as {v}:", "    pass"]
+    return v
+
+
+def _stack_of_class_managers(p: Program, e: str) -> str:
+    c, stack, v = p.fresh("Lease"), p.fresh("leases"), p.fresh("leased")
+    p.module.insert(0, "import contextlib")
+    p.define([f"class {c}:", "    def __init__(self, value):", "        self.value = value", "",
+              "    def __enter__(self):", "        return self.value", "",
+              "    def __exit__(self, *exc):", "        return False"])
+    p.body += [f"with contextlib.ExitStack() as {stack}:", f"    {v} = {stack}.enter_context({c}({e}))"]
+    return v
+
+
+def _local_class_body(p: Program, e: str) -> str:
+    c = p.fresh("Local")
+    p.body += [f"class {c}:", f"    held = {e}"]
+    return f"{c}.held"
+
+
+def _decorator_factory(p: Program, e: str) -> str:
+    d, f = p.fresh("_labelled"), p.fresh("_registered")
+    p.define([f"def {d}(label):", "    def wrap(fn):", "        fn.label = label", "        return fn", "    return wrap", "", "",
+              f"@{d}('kept')", f"def {f}(value):", "    return value"])
+    return f"{f}({e})"
+
+
+def _same_name_local(p: Program, e: str) -> str:
+    """A helper whose locals are named as the step's groups are, holding the other one's value:
+    a group is where its value came from, not the name holding it."""
+    f = p.fresh("_swap")
+    p.define([f"def {f}(first, second=None):", "    second, first = first, second", "    return second"])
+    return f"{f}({e})"
+
+
+def _positional_only(p: Program, e: str) -> str:
+    f = p.fresh("_positional")
+    p.define([f"def {f}(value, /, scale=1):", "    return value"])
+    return f"{f}({e}, scale=3)"
+
+
+def _generator_loop(p: Program, e: str) -> str:
+    g, v = p.fresh("_each_of"), p.fresh("generated")
+    p.define([f"def {g}(value):", "    for item in (value,):", "        yield item"])
+    p.body += [f"for {v} in {g}({e}):", "    break"]
+    return v
+
+
+def _property_of_base_in_other_module(p: Program, e: str) -> str:
+    base, child, module = p.fresh("Exposed"), p.fresh("Exposing"), p.fresh("exposed")
+    p.modules[module] = [f"class {base}:", "    def __init__(self, value):", "        self._value = value", "",
+                         "    @property", "    def value(self):", "        return self._value"]
+    p.module.insert(0, f"from {module} import {base}")
+    p.define([f"class {child}({base}):", "    pass"])
+    return f"{child}({e}).value"
+
+
 REWRITES: dict[str, Rewrite] = {
     name.removeprefix("_"): rewrite for name, rewrite in dict(globals()).items()
     if name.startswith("_") and callable(rewrite) and rewrite.__module__ == __name__
     and rewrite.__code__.co_varnames[:2] == ("p", "e")
 }
 
-NOT_FOLLOWED: frozenset[str] = frozenset({"namedtuple", "setter", "global_getter", "reexported",
-                                         "nested_function_returning_closure"})
+NOT_FOLLOWED: frozenset[str] = frozenset()
 """Rewrites the analysis does not follow yet (alone, on at least one value and seed), left out
 of the chains: `scripts/metamorphic_report.py` shows where each loses its findings."""
 

@@ -77,8 +77,8 @@ import collections
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
-
-Entry = collections.namedtuple("Entry", ["value"])
+FIELDS = ["value"]  # fields named elsewhere: the record's class is not one the model reads
+Entry = collections.namedtuple("Entry", FIELDS)
 
 
 def step(n, group):

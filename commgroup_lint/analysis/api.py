@@ -321,6 +321,8 @@ class Api:
         shipped = self._shipped.get(name)
         if self.builds_object(name) and summary.allocator() is None:
             return False
+        if shipped is not None and any(isinstance(r, b.Global) for r in summary.returns):
+            return False  # a getter of a global a setter binds (`return _TP`): the profile says which group it is
         return shipped is None or not binds_memory(shipped.call) or binds_memory(summary)
 
     def overridden(self) -> list[tuple[str, str, str | None]]:

@@ -138,12 +138,19 @@ class SelfAttribute:
 
 
 @dataclass(frozen=True)
+class Global:
+    """A module global (its qualified name): what the caller bound there, if it did."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class Items:
     items: tuple[tuple[Returned, ...], ...]
 
 
 Returned = (Groups | NewGroup | Argument | Size | Memory | Context | PoolContext | Flag | Constant | Partial | Instance
-            | SelfAttribute | Items)
+            | SelfAttribute | Global | Items)
 
 
 @dataclass(frozen=True)
@@ -203,12 +210,15 @@ class Behaviour:
     stores: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
     """What a constructor leaves in the new instance's attributes (`self.group = group`), by
     attribute, in the callee's terms: the instance's fields at each call."""
+    globals: tuple[tuple[str, tuple[Returned, ...]], ...] = ()
+    """The arguments it binds to module globals (`global x; x = group`), by qualified name:
+    each call binds there what it passes, which a getter of the global returns to that caller."""
     origin: str | None = None  # where the scanned code defines it
 
     @property
     def empty(self) -> bool:
         return not (self.returns or self.consumes or self.copies or self.registers or self.binds_pools or self.keeps
-                    or self.calls_params or self.stores)
+                    or self.calls_params or self.stores or self.globals)
 
     def allocator(self) -> Memory | None:
         """The memory this call returns, when it is an allocation API."""

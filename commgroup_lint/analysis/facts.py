@@ -223,13 +223,21 @@ RECEIVER = ""  # the `SelfFieldFact` of `return self`
 
 
 @dataclass(frozen=True)
+class GlobalFact:
+    """A function returns a module global that functions bind (`return _BUFFER`, its qualified
+    name): to a caller that bound it before (`set_buffer(buf)`), what it bound. Only ever in `returns`."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class UnknownFact:
     pass
 
 
 UNKNOWN = UnknownFact()
 Fact = (GroupFact | SizeFact | PathFact | BufferFact | ContextFact | ParamFact | CondFact | TupleFact
-        | CallableFact | ObjectFact | ConstFact | SelfFieldFact | UnknownFact)
+        | CallableFact | ObjectFact | ConstFact | SelfFieldFact | GlobalFact | UnknownFact)
 Value = frozenset[Fact]
 UNKNOWN_VALUE: Value = frozenset({UNKNOWN})
 
@@ -317,8 +325,12 @@ class FunctionFacts:
     passes_params_to: set[str] = field(default_factory=set)  # unresolved calls given this function's parameters
     passed_on: set[int] = field(default_factory=set)  # allocations (by id of their call) handed to another call
     stores: dict[str, frozenset] = field(default_factory=dict)  # `self.x` values this method leaves
+    global_stores: dict[str, frozenset] = field(default_factory=dict)  # module globals it binds (`global x`), by
+    # qualified name, and what the callees it gives arguments bind there
     factory_made: set[int] = field(default_factory=set)  # contexts (by id of their call) a tensor factory allocated in
     group_uses: list[GroupUse] = field(default_factory=list)  # every collective run, with its group
     group_arguments: list[GroupArguments] = field(default_factory=list)  # calls given groups by several keywords
+    cells: tuple[str, ...] = ()  # of a nested function, the enclosing function's parameters it closes over,
+    # parameters of its own after its declared ones (a returned closure is called with them: see `Calls.local_function`)
     lost: list[tuple[ir.Call, str]] = field(default_factory=list)  # collectives given a value the model lost, and
     # the construct that lost it, in a function that bound memory before (see `Events.note_lost`)

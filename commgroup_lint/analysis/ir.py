@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 
@@ -314,6 +315,7 @@ class FunctionDef:
     decorators: tuple[Expr, ...]
     span: Span = NO_SPAN  # the `def` line (decorators excluded)
     nonlocals: tuple[str, ...] = ()  # the names its body declares `nonlocal`: a call writes them back
+    globals: tuple[str, ...] = ()  # the names its body declares `global`: what it binds there is the module's
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -363,15 +365,28 @@ Stmt = (Assign | ExprStmt | If | Loop | With | Try | Assert | Return | Jump | Fu
         | OtherStmt)
 
 
-def match_as_ifs(subject: Expr, cases: Sequence[tuple[str | None, tuple[Stmt, ...]]], span: Span) -> Stmt:
+Capture = tuple[str, tuple[tuple[str, object], ...]]
+"""A name a `case` pattern binds, and the way from the subject to what it binds: steps
+`("item", i)` (a sequence pattern's element), `("key", k)` (a mapping's), `("attr", a)` (a
+class pattern's keyword)."""
+
+
+def reach(held: Expr, steps: tuple[tuple[str, object], ...], span: Span) -> Expr:
+    """The expression a capture binds: the subject, then each step's item or attribute."""
+    for kind, key in steps:
+        held = Attr(held, str(key), span) if kind == "attr" else Subscript(held, Const(key, span), span)
+    return held
+
+
+def match_as_ifs(subject: Expr, cases: Sequence[tuple[tuple[Capture, ...], tuple[Stmt, ...]]], span: Span) -> Stmt:
     """`match` as a chain of `if`s with unknown tests: each case is a branch, one of them runs.
-    The subject is evaluated once, into a name of its own; a case whose pattern captures the
-    subject (`case x:`, `case P as x:`) starts by binding it. `cases` holds (capture, body)."""
+    The subject is evaluated once, into a name of its own; a case starts by binding what its
+    pattern captures (`case x:`, `case [first, _]:`, `case {"tp": group}:`, `case Cfg(group=g):`),
+    each as the subject's item or attribute it is. `cases` holds (captures, body)."""
     held = Name(f"$match:{span.line}:{span.col}", span)
     chain: tuple[Stmt, ...] = ()
-    for i, (capture, body) in enumerate(reversed(cases)):
-        if capture is not None:
-            body = (Assign((Name(capture, span),), held, span), *body)
+    for i, (captures, body) in enumerate(reversed(cases)):
+        body = (*(Assign((Name(name, span),), reach(held, steps, span), span) for name, steps in captures), *body)
         test = NamedExpr(held.id, subject, span) if i == len(cases) - 1 else held
         chain = (If(OtherExpr((test,)), body, chain, span),)
     return chain[0] if chain else OtherStmt((subject,), span)
@@ -381,3 +396,31 @@ def match_as_ifs(subject: Expr, cases: Sequence[tuple[str | None, tuple[Stmt, ..
 class Module:
     body: tuple[Stmt, ...]
     too_deep: tuple[FunctionDef, ...] = ()  # functions nested too deeply to analyse, kept with no body
+
+
+# each node type's fields that hold other nodes (not its span, nor its front end's node)
+FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(name for name in vars(kind)["__slots__"] if name not in ("span", "source"))
+    for kind in list(globals().values())
+    if isinstance(kind, type) and kind.__module__ == __name__ and "__slots__" in vars(kind) and kind is not Span
+}
+
+
+@lru_cache(maxsize=1024)
+def names_read(fn: FunctionDef) -> frozenset[str]:
+    """Every name a function's body (nested functions included) mentions: its free variables
+    are among them."""
+    found: set[str] = set()
+    stack: list[Any] = [fn.body, tuple(p.default for p in fn.params)]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is tuple or kind is list:
+            stack.extend(item)
+        elif kind is Name:
+            found.add(item.id)
+        else:
+            fields = FIELDS.get(kind)
+            if fields:
+                stack.extend([getattr(item, name) for name in fields])
+    return frozenset(found)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from commgroup_lint.analysis import ir
@@ -241,11 +242,11 @@ class _AstLowerer:
             self.too_deep.append(left_out)
             return left_out
         nonlocals = tuple(n for s in node.body if isinstance(s, ast.Nonlocal) for n in s.names)
-        return ir.FunctionDef(node.name, params, body, decorators, def_span, nonlocals)
+        globals_ = tuple(n for s in node.body if isinstance(s, ast.Global) for n in s.names)
+        return ir.FunctionDef(node.name, params, body, decorators, def_span, nonlocals, globals_)
 
     def match(self, node: ast.Match) -> ir.Stmt:
-        cases = [(case.pattern.name if isinstance(case.pattern, ast.MatchAs) else None, self.body(case.body))
-                 for case in node.cases]
+        cases = [(tuple(_captures(case.pattern, ())), self.body(case.body)) for case in node.cases]
         return ir.match_as_ifs(self.expr(node.subject), cases, self.span(node))
 
 
@@ -279,3 +280,27 @@ def lower_ast(tree: ast.Module, text: str) -> ir.Module:
     lowerer = _AstLowerer(text)
     body = lowerer.body(tree.body)
     return ir.Module(body, tuple(lowerer.too_deep))
+
+
+def _captures(pattern: ast.pattern, steps: tuple[tuple[str, object], ...]) -> Iterator[ir.Capture]:
+    """What a `case` pattern binds (see `ir.Capture`); a star, `**rest` or a class pattern's
+    positional part binds what is not followed."""
+    if isinstance(pattern, ast.MatchAs):
+        if pattern.pattern is not None:
+            yield from _captures(pattern.pattern, steps)
+        if pattern.name is not None:
+            yield pattern.name, steps
+    elif isinstance(pattern, ast.MatchOr) and pattern.patterns:  # each alternative binds the same names
+        yield from _captures(pattern.patterns[0], steps)
+    elif isinstance(pattern, ast.MatchSequence):
+        star = next((i for i, p in enumerate(pattern.patterns) if isinstance(p, ast.MatchStar)), None)
+        for i, p in enumerate(pattern.patterns):
+            if i != star:
+                yield from _captures(p, (*steps, ("item", i if star is None or i < star else i - len(pattern.patterns))))
+    elif isinstance(pattern, ast.MatchMapping):
+        for key, p in zip(pattern.keys, pattern.patterns):
+            if isinstance(key, ast.Constant):
+                yield from _captures(p, (*steps, ("key", key.value)))
+    elif isinstance(pattern, ast.MatchClass):
+        for attr, p in zip(pattern.kwd_attrs, pattern.kwd_patterns):
+            yield from _captures(p, (*steps, ("attr", attr)))

@@ -186,10 +186,33 @@ class _CstLowerer:
                            for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
             return ir.ClassDef(node.name.value, self.body(node.body), self.span(node.name), bases, fields)
         if isinstance(node, cst.Match):
-            cases = [(case.pattern.name.value if isinstance(case.pattern, cst.MatchAs) and case.pattern.name else None,
-                      self.body(case.body)) for case in node.cases]
+            cases = [(tuple(self.captures(case.pattern, ())), self.body(case.body)) for case in node.cases]
             return ir.match_as_ifs(self.expr(node.subject), cases, span)
         return ir.OtherStmt((), span)
+
+    def captures(self, pattern: cst.MatchPattern, steps: tuple[tuple[str, object], ...]) -> Iterator[ir.Capture]:
+        """What a `case` pattern binds, as `lower_ast` reads it."""
+        if isinstance(pattern, cst.MatchAs):
+            if pattern.pattern is not None:
+                yield from self.captures(pattern.pattern, steps)
+            if pattern.name is not None:
+                yield pattern.name.value, steps
+        elif isinstance(pattern, cst.MatchOr) and pattern.patterns:
+            yield from self.captures(pattern.patterns[0].pattern, steps)
+        elif isinstance(pattern, (cst.MatchList, cst.MatchTuple)):
+            items = pattern.patterns
+            star = next((i for i, p in enumerate(items) if isinstance(p, cst.MatchStar)), None)
+            for i, p in enumerate(items):
+                if isinstance(p, cst.MatchSequenceElement):
+                    yield from self.captures(p.value, (*steps, ("item", i if star is None or i < star else i - len(items))))
+        elif isinstance(pattern, cst.MatchMapping):
+            for element in pattern.elements:
+                key = self.expr(element.key)
+                if isinstance(key, ir.Const):
+                    yield from self.captures(element.pattern, (*steps, ("key", key.value)))
+        elif isinstance(pattern, cst.MatchClass):
+            for keyword in pattern.kwds:
+                yield from self.captures(keyword.pattern, (*steps, ("attr", keyword.key.value)))
 
     def orelse(self, node: cst.If | cst.Else | None) -> tuple[ir.Stmt, ...]:
         if node is None:
@@ -213,9 +236,10 @@ class _CstLowerer:
         # the `def` line: decorators excluded, the column of the statement's indentation
         def_span = ir.Span(name.line, outer.col, name.end_line, name.end_col)
         nonlocals = tuple(n.name.value for s in _small_statements(node.body) if isinstance(s, cst.Nonlocal) for n in s.names)
+        globals_ = tuple(n.name.value for s in _small_statements(node.body) if isinstance(s, cst.Global) for n in s.names)
         return ir.FunctionDef(
             node.name.value, params, self.body(node.body),
-            tuple(self.expr(d.decorator) for d in node.decorators), def_span, nonlocals,
+            tuple(self.expr(d.decorator) for d in node.decorators), def_span, nonlocals, globals_,
         )
 
     def param(self, node: cst.Param, star: str = "") -> ir.Param:

@@ -33,7 +33,7 @@ from commgroup_lint.analysis.facts import (
     TupleFact,
     Value,
 )
-from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, attribute_key, scoped
+from commgroup_lint.analysis.flow import Env, FunctionFlow, Scope, attribute_key, cells, scoped
 from commgroup_lint.analysis.names import ImportTable
 from commgroup_lint.analysis.recording import Lookups, Recorder
 
@@ -51,6 +51,7 @@ def analyze_module(module: ir.Module, imports: ImportTable, api: Api, display: s
     `memo`, each step is recorded there and a step of its last analysis is reused where it holds."""
     memo = memo or StepMemo(None)
     analysis = _ModuleAnalysis(api, imports, display, memo.classes(module, imports), memo)
+    analysis.bound_globals = memo.shape(module, "globals", partial(bound_globals, module))
     top = FunctionFacts(imports.module, None, None)
     top = analysis.memo.run(imports.module, None, partial(analysis.flow, top, module.body, (), None, False, None)).facts
     return [top, *analysis.body(module.body, imports.module, None, {})]
@@ -134,6 +135,38 @@ class StepMemo:
         return all(old.get(key) == new.get(key) for key in names)
 
 
+def bound_globals(module: ir.Module) -> frozenset[str]:
+    """The module's globals that one of its functions (methods, nested ones) binds to a
+    parameter (`def set_buffer(buf): global _BUF; _BUF = buf`): what they hold only the
+    setter's callers know, so a getter returns them as the global itself (see `GlobalFact`)."""
+    found: set[str] = set()
+    for fn in _statements(module.body, ir.FunctionDef):
+        if fn.globals:
+            params = {p.name.lstrip("*") for p in fn.params}
+            found.update(t.id for stmt in _statements(fn.body, ir.Assign, nested=False) for t in stmt.targets
+                         if isinstance(t, ir.Name) and t.id in fn.globals
+                         and isinstance(stmt.value, ir.Name) and stmt.value.id in params)
+    return frozenset(found)
+
+
+def _statements(body: Sequence[ir.Stmt], kind: type, nested: bool = True) -> Iterator[Any]:
+    """The statements of `kind` anywhere in the blocks (in functions and classes defined
+    there too, unless not `nested`)."""
+    stack: list[ir.Stmt] = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, kind):
+            yield stmt
+        if isinstance(stmt, (ir.FunctionDef, ir.ClassDef)):
+            stack.extend(stmt.body if nested else ())
+        elif isinstance(stmt, (ir.If, ir.Loop)):
+            stack.extend(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ir.With):
+            stack.extend(stmt.body)
+        elif isinstance(stmt, ir.Try):
+            stack.extend(stmt.body + stmt.orelse + stmt.finalbody + tuple(s for h in stmt.handlers for s in h))
+
+
 def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
     """The `self.x` keys a method's body (nested functions included) names through its first
     parameter: the only attributes of `self` its dataflow can read."""
@@ -150,18 +183,10 @@ def attributes_named(fn: ir.FunctionDef) -> frozenset[str]:
         elif kind is ir.Attr and type(item.value) is ir.Name and item.value.id == me:
             found.add(attribute_key(item.attr))
         else:
-            fields = _IR_FIELDS.get(kind)
+            fields = ir.FIELDS.get(kind)
             if fields:
                 stack.extend([getattr(item, name) for name in fields])
     return frozenset(found)
-
-
-# each IR node type's fields that hold other nodes (not its span, nor its front end's node)
-_IR_FIELDS: dict[type, tuple[str, ...]] = {
-    kind: tuple(name for name in vars(kind)["__slots__"] if name not in ("span", "source"))
-    for kind in vars(ir).values()
-    if isinstance(kind, type) and kind.__module__ == ir.__name__ and "__slots__" in vars(kind) and kind is not ir.Span
-}
 
 
 def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassInfo]:
@@ -177,6 +202,8 @@ def module_classes(module: ir.Module, imports: ImportTable) -> dict[str, ClassIn
             properties = frozenset(fn.name for fn in functions if _is_property(fn))
             found[qualname] = (bases, methods, (), cls.fields, properties)
             visit(cls.body, qualname)
+        for name, fields in _record_factories(body, imports):
+            found.setdefault(f"{prefix}.{name}", ((), frozenset(), (), fields, frozenset()))
 
     visit(module.body, imports.module)
     return found
@@ -188,9 +215,10 @@ class _ModuleAnalysis:
         self.api, self.imports, self.display, self.classes, self.memo = api, imports, display, classes, memo
         self.stores: dict[str, Env] = {}  # class -> what its methods store on `self`
         self.names: dict = {}  # see `flow.Scope.names`
+        self.bound_globals: frozenset[str] = frozenset()  # see `flow.Scope.bound_globals`
 
     def body(self, body: Sequence[ir.Stmt], prefix: str, cls: str | None, seed: Env,
-             top_level: bool = True) -> Iterator[FunctionFacts]:
+             top_level: bool = True, enclosing: Env | None = None) -> Iterator[FunctionFacts]:
         functions, classes = self.memo.shape(body, "definitions", lambda: (
             tuple(_definitions(body, ir.FunctionDef)), tuple(_definitions(body, ir.ClassDef))))
         for fn in functions:
@@ -199,11 +227,15 @@ class _ModuleAnalysis:
             qualname = f"{prefix}.{fn.name}"
             shared = seed if is_method or not top_level else {}  # `self` attributes, or a closure
             facts = FunctionFacts(qualname, fn, _short(cls), by_name, cls)
+            if enclosing:  # what it closes over of its enclosing function's parameters: cells, given when it is made
+                facts.cells = cells(fn, enclosing)
+                shared = {**shared, **{name: frozenset({ParamFact(len(fn.params) + k, name)})
+                                       for k, name in enumerate(facts.cells)}}
             step = self.memo.run(qualname, shared, partial(self.flow, facts, fn.body, fn.params, cls, is_method, shared),
                                  fn if is_method else None)
             yield step.facts
             # a nested function sees what its enclosing function chose (closures)
-            yield from self.body(fn.body, qualname, None, step.closure, top_level=False)
+            yield from self.body(fn.body, qualname, None, step.closure, top_level=False, enclosing=step.env)
         for klass in classes:
             yield from self.klass(klass, f"{prefix}.{klass.name}", top_level)
 
@@ -230,7 +262,7 @@ class _ModuleAnalysis:
         return found
 
     def scope(self, cls: str | None, is_method: bool) -> Scope:
-        return Scope(self.imports, cls, self.display, is_method, self.classes, self.names)
+        return Scope(self.imports, cls, self.display, is_method, self.classes, self.names, self.bound_globals)
 
     def klass(self, klass: ir.ClassDef, qualname: str, top_level: bool) -> Iterator[FunctionFacts]:
         seed: Env = {}
@@ -337,6 +369,31 @@ def class_attributes(functions: Sequence[FunctionFacts]) -> dict[str, tuple[tupl
             if portable:
                 merged.setdefault(f.class_qualname, {}).setdefault(key, set()).update(portable)
     return {cls: tuple((k, frozenset(v)) for k, v in sorted(attrs.items())) for cls, attrs in merged.items()}
+
+
+def _record_factories(body: Sequence[ir.Stmt], imports: ImportTable) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """`Entry = collections.namedtuple("Entry", ["group", "size"])` (and `typing.NamedTuple`'s
+    functional form): a class made by a call, a record whose fields are its arguments' names."""
+    for stmt in body:
+        if not (isinstance(stmt, ir.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ir.Name)
+                and isinstance(stmt.value, ir.Call) and len(stmt.value.args) >= 2
+                and isinstance(stmt.value.func, (ir.Name, ir.Attr))
+                and imports.qualify(stmt.value.func) in _RECORD_FACTORIES):
+            continue
+        spec = stmt.value.args[1].value
+        if isinstance(spec, ir.Const) and isinstance(spec.value, str):
+            names = tuple(spec.value.replace(",", " ").split())
+        elif isinstance(spec, ir.TupleExpr):
+            items = [e.elts[0] if isinstance(e, ir.TupleExpr) and e.elts else e for e in spec.elts]
+            names = tuple(e.value for e in items if isinstance(e, ir.Const) and isinstance(e.value, str))
+            if len(names) != len(items):
+                continue
+        else:
+            continue
+        yield stmt.targets[0].id, names
+
+
+_RECORD_FACTORIES = frozenset({"collections.namedtuple", "typing.NamedTuple", "typing_extensions.NamedTuple"})
 
 
 def _short(cls: str | None) -> str | None:

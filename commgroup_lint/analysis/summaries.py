@@ -36,6 +36,7 @@ from commgroup_lint.parsing import ParseFailure
 
 MAX_ROUNDS = 8  # summaries of helpers calling helpers settle in a few rounds (chains of 4 or 5 on SGLang); recursion is cut here
 MAX_HOPS = 4  # how far indexing follows calls from the files that allocate
+MAX_REEXPORTS = 8  # how many re-exports a wanted name is followed through
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class SummaryIndex:
         self._misuses: dict[str, tuple[str, ...]] = {}
         self._definitions: dict[str, tuple[str, ...]] = {}
         self._scanned: set[str] = set()  # the entries installed from summaries (see `Api.entries.withdraw`)
+        self._package_exports: dict[str, str] = {}  # what the packages read since `_add_reexported` last looked
 
     def allocator_words(self) -> set[str]:
         return self.api.allocation_words() | self.words
@@ -148,10 +150,12 @@ class SummaryIndex:
             new_words = self.allocator_words() - words
             words |= new_words
             chosen = set(mentions(pending, new_words)) if new_words else set()
+            wanted: set[str] = set()
             if self.summaries or self.modules:
                 if modules is None:
                     modules = ModuleFinder({display: s.path for display, s in pending.items()}, self.api.namespaces)
-                chosen |= {d for d in defining(self._wanted(), modules) if d in pending}
+                wanted = self._wanted()
+                chosen |= {d for d in defining(wanted, modules) if d in pending}
             if not chosen:
                 if settled:
                     break
@@ -161,6 +165,8 @@ class SummaryIndex:
                 continue
             for display in sorted(chosen):  # sorted: the order decides between duplicate definitions
                 self._add(pending.pop(display), hops)
+            if modules is not None:
+                self._add_reexported(wanted, modules, pending, hops)
             hops += 1
             self._settle(rounds=1, fresh_only=True)  # enough to see what the new ones want
             settled = False
@@ -179,6 +185,22 @@ class SummaryIndex:
         named = [(words, bool(mentions(pending, set(names)))) for words, names in owners]
         present = {word for words, seen in named if seen for word in words}
         self.api.forget_method_words({word for words, seen in named if not seen for word in words} - present)
+
+    def _add_reexported(self, wanted: set[str], modules: ModuleFinder, pending: dict[str, ModuleSource],
+                        hop: int) -> None:
+        """The modules where the packages just read say a wanted name is defined (`from .impl
+        import relay` in a package's `__init__`), read in the same hop: a re-export is no call."""
+        for _ in range(MAX_REEXPORTS):
+            if not self._package_exports:
+                return
+            exports, self._package_exports = self._package_exports, {}
+            targets = {target for name in wanted if (target := self._exported(name, exports.get))} - wanted
+            found = {d for d in defining(targets, modules) if d in pending}
+            if not found:
+                return
+            for display in sorted(found):
+                self._add(pending.pop(display), hop)
+            wanted = wanted | targets
 
     def _resume(self, pending: dict[str, ModuleSource]) -> int:
         """Start where the last run ended, for a caller that knows no file changed, came or went
@@ -218,7 +240,7 @@ class SummaryIndex:
             self.modules[source.display] = None
             self.history[source.display] = list(cached)  # each checked against the Api before use
             self._install_classes(cached[0].classes)
-            self._install_exports(cached[0].exports)
+            self._install_exports(cached[0].exports, source)
             return
         try:
             module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces,
@@ -229,13 +251,15 @@ class SummaryIndex:
         self.sources[source.display] = source
         self.modules[source.display] = module
         self._install_classes(tuple(module_classes(module.module, module.imports).items()))
-        self._install_exports(_exports(module.imports))
+        self._install_exports(_exports(module.imports), source)
 
     def _star_names(self, module: str) -> tuple[tuple[str, str], ...] | None:
         return self.api.stars.get(module)  # through the `Api`'s table: the lookup is recorded
 
-    def _install_exports(self, exports: tuple[tuple[str, str], ...]) -> None:
+    def _install_exports(self, exports: tuple[tuple[str, str], ...], source: ModuleSource) -> None:
         """What a module imports can be imported from it: a package's `__init__` re-exports."""
+        if source.path.name == "__init__.py":
+            self._package_exports.update(exports)
         new = {name: target for name, target in exports if self.api.entries.alias(name) != target}
         if new:
             self.api.entries.add_aliases(new)
@@ -271,15 +295,28 @@ class SummaryIndex:
         while frontier:
             frontier = {callee for name in frontier for callee in passes.get(name, ())} - wanted
             wanted |= frontier
-        # a name a module re-exports is defined where it imports it from
+        # a name a module re-exports is defined where it imports it from (a few re-exports
+        # deep: `pkg.a` imported as `pkg.a.b`'s `a` names itself again and again)
         frontier = set(wanted)
-        while frontier:
-            frontier = {target for name in frontier if (target := self.api.entries.alias(name))} - wanted
+        for _ in range(MAX_REEXPORTS):
+            frontier = {target for name in frontier if (target := self._exported(name))} - wanted
             wanted |= frontier
         # the bases of the classes indexed so far: `self.x` a base's `__init__` sets, and the
         # methods a subclass inherits, are read from them
         bases = {base for a in analysed for _, (names, *_) in a.classes for base in names}
         return wanted | {base for base in bases if self.api.classes.get(base) is None}
+
+    def _exported(self, name: str, alias: Callable[[str], str | None] | None = None) -> str | None:
+        """Where a wanted name is defined when a module re-exports it (`alias`: of those
+        modules only) or what it is part of: `pkg.relay().comm` is `relay`'s result, `pkg.Cls.m`
+        a method of the class `pkg.Cls` is."""
+        head, call, rest = name.partition("(")
+        parts = head.split(".")
+        for cut in range(len(parts), 1, -1):
+            target = (alias or self.api.entries.alias)(".".join(parts[:cut]))
+            if target is not None:
+                return ".".join((target, *parts[cut:])) + call + rest
+        return None
 
     def current(self, display: str) -> ModuleAnalysis | None:
         """The module's analysis if it is valid under the `Api` as it is now."""

@@ -26,6 +26,7 @@ from commgroup_lint.analysis.facts import (
     ContextFact,
     Fact,
     FunctionFacts,
+    GlobalFact,
     GroupFact,
     ObjectFact,
     ParamFact,
@@ -70,8 +71,12 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     method = _is_method(facts)
 
     def arg(position: int, attr: str | None = None) -> b.ArgRef | None:
-        """The parameter at `position` (its attribute `attr`: `pgs.tp`), as a caller passes it."""
-        if position >= len(fn.params) or fn.params[position].name.startswith("*"):
+        """The parameter at `position` (its attribute `attr`: `pgs.tp`), as a caller passes it;
+        past the declared ones, a cell, which the closure is made with (by name)."""
+        if position >= len(fn.params):
+            cell = position - len(fn.params)
+            return b.ArgRef(facts.cells[cell], None, attr=attr) if cell < len(facts.cells) else None
+        if fn.params[position].name.startswith("*"):
             return None
         return b.ArgRef(fn.params[position].name, call_index(fn, method, position), attr=attr)
 
@@ -151,6 +156,8 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
             return b.Constant(f.value) if in_tuple else None
         if isinstance(f, SelfFieldFact):
             return b.SelfAttribute(f.attr) if method else None
+        if isinstance(f, GlobalFact):
+            return b.Global(f.name)
         if isinstance(f, TupleFact):
             items = tuple(tuple(sorted({r for g in item if (r := returned(g, True, deeper)) is not None}, key=canonical))
                           for item in f.items)
@@ -206,17 +213,29 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         elif (ref := arg(call.callee)) is not None and any(isinstance(r, (b.Memory, b.Argument))
                                                            for item in args for r in item):
             calls_params.add(b.CallsParam(ref, args, call.cond))  # it hands the callable memory or its arguments
-    # what the constructor, or a method returning its receiver, leaves in the instance (every
-    # method's stores would cost SGLang's cold check about 60% more time and memory)
+    # what the constructor, or a method returning its receiver, leaves in the instance; any
+    # other method (a setter: `store.put(group)`), only the arguments it stores as they are,
+    # which a caller holding the instance reads back as what it passed (all of every method's
+    # stores would cost SGLang's cold check about 60% more time and memory)
     keeps_fields = fn.name == "__init__" or SelfFieldFact(RECEIVER) in facts.returns
     stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
-                   if keeps_fields and method and (attr := key_attribute(key)) is not None
-                   and (stored := alternatives(value)))
+                   if method and (attr := key_attribute(key)) is not None
+                   and (stored := alternatives(value) if keeps_fields else _arguments(alternatives(value))))
+    # the arguments it binds to module globals (a setter's): what only each caller knows
+    globals_ = tuple((name, kept) for name, value in sorted(facts.global_stores.items())
+                     if (kept := _arguments(alternatives(value))))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
-                            calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores)
+                            calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores, globals=globals_)
     if behaviour.empty:
         return behaviour
     return replace(behaviour, origin=f"{display}:{fn.span.line}")
+
+
+def _arguments(items: tuple[b.Returned, ...]) -> tuple[b.Returned, ...]:
+    """Of what a method stores, what only its caller knows: its arguments."""
+    return tuple(r for r in items if isinstance(r, b.Argument))
+
+
 
 
 def canonical(x: object) -> tuple:

@@ -31,6 +31,7 @@ from commgroup_lint.analysis.flow.state import (
     Env,
     Scope,
     attribute_key,
+    cells,
     flatten,
     guarded_groups,
     join,
@@ -43,7 +44,7 @@ from commgroup_lint.analysis.flow.statements import MAX_LISTS, Statements
 from commgroup_lint.analysis.flow.stores import Stores
 
 __all__ = [
-    "MAX_LISTS", "PORTABLE", "Env", "FunctionFlow", "Scope", "attribute_key", "flatten", "guarded_groups", "join",
+    "MAX_LISTS", "PORTABLE", "Env", "FunctionFlow", "Scope", "attribute_key", "cells", "flatten", "guarded_groups", "join",
     "key_attribute", "known_groups", "merge_guards", "scoped",
 ]
 

@@ -86,6 +86,9 @@ class FlowBase(ABC):
     @abstractmethod
     def grow(self, target: ir.Expr, value: Value) -> None: ...
 
+    @abstractmethod
+    def store_global(self, name: str, value: Value) -> None: ...
+
     # stores
     @abstractmethod
     def store(self, target: ir.Expr, value: Value) -> None: ...

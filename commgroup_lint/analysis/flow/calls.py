@@ -29,6 +29,7 @@ from commgroup_lint.analysis.facts import (
     ContextFact,
     Fact,
     FunctionFacts,
+    GlobalFact,
     GroupArguments,
     GroupFact,
     ObjectFact,
@@ -47,6 +48,7 @@ from commgroup_lint.analysis.flow.state import (
     OWN_OBJECT,
     PORTABLE,
     attribute_key,
+    cells,
     dict_key,
     flatten,
     guarded_groups,
@@ -257,9 +259,13 @@ class Calls(FlowBase):
 
     def local_function(self, fn: ir.FunctionDef) -> Value:
         """A function defined in this body: its path (its summary, if any) and, for calls made
-        here, its definition."""
+        here, its definition. One that closes over this function's parameters is a closure
+        made with them (its cells, given by name), which a caller it is returned to calls."""
         path = f"{self.facts.qualname}.{fn.name}"
         self._local_functions[path] = fn
+        closed = cells(fn, self.env) if self.params else ()
+        if closed:
+            return frozenset({CallableFact(path, tuple((name, self.env[name]) for name in closed))})
         return frozenset({PathFact(path)})
 
     def inline(self, fn: ir.FunctionDef, c: ir.Call, args: list[Value]) -> set[Fact]:
@@ -296,14 +302,14 @@ class Calls(FlowBase):
             if name in flow.env:
                 self.env[name] = flow.env[name]
         self.facts.wanted |= facts.wanted  # the summaries its calls need are this run's to ask for
-        return {f for f in facts.returns if not isinstance(f, SelfFieldFact)}
+        return {f for f in facts.returns if not isinstance(f, (SelfFieldFact, GlobalFact))}
 
     def call_path(self, path: str, c: ir.Call, args: list[Value], receiver: str | None,
                   bound: tuple[tuple[str | None, Value], ...] = (), record: object = None) -> set[Fact]:
         if path in _PARTIAL:
             return self.partial(c, args)
         local = self._local_functions.get(path)
-        if local is not None and not bound:
+        if local is not None and _only_cells(bound, local):  # called where it is defined: its cells are here
             inlined = self.inline(local, c, args)
             effects = self.api.call(path)
             if effects is not None:  # what it consumes or binds, from its own summary
@@ -322,7 +328,9 @@ class Calls(FlowBase):
             info = self.class_info(path)
             if info is not None:  # constructing a class of the scanned code
                 fields = self.construct(path, c, args)
-                return {ObjectFact(path, _record_fields(c, args, info[3]) if "__init__" not in info[1] else fields)}
+                # a record (a dataclass, a `NamedTuple`) takes its fields; an inherited `__init__` sets them
+                record = "__init__" not in info[1] and (bool(info[3]) or self.resolve_method("__init__", path) is None)
+                return {ObjectFact(path, _record_fields(c, args, info[3]) if record else fields)}
             return {PathFact(f"{path}()")}
         arguments = Arguments(c, args, bound)
         sub = self.substitution(arguments, receiver)
@@ -435,6 +443,12 @@ def _record_fields(c: ir.Call, args: list[Value], names: tuple[str, ...]) -> tup
         if name is not None and value - UNKNOWN_VALUE:
             given.append((name, shallow(value)))
     return tuple(given)
+
+
+def _only_cells(bound: tuple[tuple[str | None, Value], ...], fn: ir.FunctionDef) -> bool:
+    """Whether what a callable holds are only the cells of `fn` (no argument of a partial)."""
+    own = {p.name.lstrip("*") for p in fn.params}
+    return all(keyword is not None and keyword not in own for keyword, _ in bound)
 
 
 def _anywhere(x: object) -> object:

@@ -34,6 +34,7 @@ from commgroup_lint.analysis.flow.state import (
     NONE_VALUE,
     OWN_OBJECT,
     flatten,
+    global_key,
     guarded_groups,
     shallow,
 )
@@ -135,6 +136,10 @@ class Effects(FlowBase):
         for bind in behaviour.binds_pools:
             groups = arguments.value(bind.groups) if bind.groups is not None else None
             self.bind_pool(arguments.expr(bind.pool), groups)
+        for name, items in behaviour.globals:  # `set_group(g)` binding a global to the group given
+            stored = self.instantiate_all(items, path, c, arguments, sub) - UNKNOWN_VALUE
+            if stored:
+                self.store_global(name, frozenset(stored))
         for kept in behaviour.keeps:
             cond, _, impossible = sub.apply(kept.cond)
             if not impossible:
@@ -183,6 +188,8 @@ class Effects(FlowBase):
                     sub: Substitution | None) -> set[Fact]:
         if isinstance(item, b.SelfAttribute):
             return set()  # the receiver's field, which only `call_path` knows (see there)
+        if isinstance(item, b.Global):  # what this function (or a callee) bound the global to, if it did
+            return set(self.env.get(global_key(item.name), ()))
         if isinstance(item, b.Groups):
             variant = arguments.variant(item.variants) if c is not None else None
             if variant is not None:

@@ -32,6 +32,7 @@ from commgroup_lint.analysis.flow.state import (
     NONE_VALUE,
     dict_key,
     flatten,
+    global_key,
     guard,
     guard_memory,
     iterated_elements,
@@ -63,6 +64,8 @@ class Expressions(FlowBase):
     def global_name(self, name: str) -> Value:
         """A module-level name: what each import that binds it (or the module's own global) is.
         Asked again and again with the same answer within one analysis, so it is remembered."""
+        if self.facts.global_stores and (key := global_key(f"{self.imports.module}.{name}")) in self.env:
+            return self.env[key]  # bound here, by this function or a callee
         memo = self.scope.names
         found = memo.get(name)
         if found is None:

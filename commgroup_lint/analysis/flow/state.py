@@ -179,6 +179,15 @@ class Scope:
     is_method: bool = False  # the first parameter is `self` (or `cls`)
     local_classes: dict[str, tuple] | None = None  # this module's classes
     names: dict[str, Value] = field(default_factory=dict)  # module-level names' values, within one analysis
+    bound_globals: frozenset[str] = frozenset()  # the module's globals a setter binds (see `module.bound_globals`)
+
+
+def global_key(name: str) -> str:
+    """The environment's key of a module global (its qualified name) a callee bound here."""
+    return GLOBAL_MARK + name
+
+
+GLOBAL_MARK = "\x1c"  # what the keys of module globals bound through callees start with
 
 
 _SELF_KEY = "self."  # what the keys of the analysed object's attributes start with, whatever its parameter's name
@@ -239,6 +248,17 @@ def shallow(value: Value) -> Value:
         else:
             out.add(f)
     return frozenset(out)
+
+
+def cells(fn: ir.FunctionDef, env: Env) -> tuple[str, ...]:
+    """The variables of `env` that `fn`, defined there, closes over and that hold a parameter
+    of the function defining it: only its caller knows them, so a closure carries them (its
+    cells), and its summary reads them as parameters of its own."""
+    if not any(isinstance(f, ParamFact) for value in env.values() for f in value):
+        return ()
+    own = {p.name.lstrip("*") for p in fn.params}
+    return tuple(sorted(name for name in ir.names_read(fn) - own
+                        if any(isinstance(f, ParamFact) for f in env.get(name, ()))))
 
 
 def starred(expr: ir.TupleExpr) -> bool:

@@ -20,6 +20,7 @@ from commgroup_lint.analysis.facts import (
     ConstFact,
     ContextFact,
     Fact,
+    GlobalFact,
     GroupFact,
     ObjectFact,
     ParamFact,
@@ -31,11 +32,13 @@ from commgroup_lint.analysis.facts import (
 )
 from commgroup_lint.analysis.flow.base import FlowBase
 from commgroup_lint.analysis.flow.state import (
+    NAMESPACE,
     NONE_VALUE,
     NULL_CONTEXT,
     Env,
     Fork,
     flatten,
+    global_key,
     guard,
     guard_memory,
     iterated_elements,
@@ -92,6 +95,9 @@ class Statements(FlowBase):
                     self.facts.returns.add(SelfFieldFact(attr))  # a getter
                 elif isinstance(s.value, ir.Name) and s.value.id == self.self_name and self.self_name:
                     self.facts.returns.add(SelfFieldFact(RECEIVER))  # a fluent method: its receiver
+                elif isinstance(s.value, ir.Name) and s.value.id in self.scope.bound_globals \
+                        and s.value.id not in self.env:  # a getter of a global
+                    self.facts.returns.add(GlobalFact(f"{self.imports.module}.{s.value.id}"))
             return False
         elif isinstance(s, ir.Jump):
             if s.kind in ("break", "continue") and self._jumps:
@@ -100,7 +106,7 @@ class Statements(FlowBase):
         elif isinstance(s, ir.FunctionDef):
             self.env[s.name] = self.local_function(s)
         elif isinstance(s, ir.ClassDef):
-            self.env[s.name] = UNKNOWN_VALUE  # analysed on its own
+            self.env[s.name] = self.class_body(s)
         elif isinstance(s, ir.Import) and self.facts.node is not None:
             # an import inside a function binds its name on this path only (two branches may
             # import two modules' `mhc_pre` under one name)
@@ -111,6 +117,17 @@ class Statements(FlowBase):
             for e in s.exprs:
                 self.eval(e)
         return True
+
+    def class_body(self, s: ir.ClassDef) -> Value:
+        """A class defined here: what its body binds to names, read here (it sees this
+        function's variables), are its attributes (`class Local: group = g`, then `Local.group`);
+        its methods are analysed on their own."""
+        fields: list[tuple[str, Value]] = []
+        for stmt in s.body:
+            if isinstance(stmt, ir.Assign) and any(isinstance(t, ir.Name) for t in stmt.targets):
+                value = self.eval(stmt.value)
+                fields += [(t.id, value) for t in stmt.targets if isinstance(t, ir.Name)]
+        return frozenset({ObjectFact(NAMESPACE, tuple(fields))}) if fields else UNKNOWN_VALUE
 
     def branch(self, test: ir.Expr, body: Sequence[ir.Stmt], orelse: Sequence[ir.Stmt]) -> bool:
         """An `if` and its `elif`s, walked in a loop rather than by recursing once per `elif` (a
@@ -236,12 +253,12 @@ class Statements(FlowBase):
     def entered(self, manager: Value, expr: ir.Expr, enter: str = "__enter__") -> Value:
         """What `with manager as x` binds: what the manager's `__enter__` (`__aenter__`) returns (a
         class of the scanned code's), what a generator-based manager yields, `nullcontext(x)`'s `x`."""
-        call = expr if isinstance(expr, ir.Call) else None
+        call = expr if isinstance(expr, ir.Call) else ir.Call(expr, (), expr.span)  # a manager made before
         out: set[Fact] = set()
         for f in manager:
             if isinstance(f, ObjectFact) and f.cls == NULL_CONTEXT:
                 out |= f.field("enter_result") or NONE_VALUE
-            elif isinstance(f, ObjectFact) and call is not None and (method := self.resolve_method(enter, f.cls)):
+            elif isinstance(f, ObjectFact) and (method := self.resolve_method(enter, f.cls)):
                 out |= self.call_path(method, call, [], None, record=f)
             elif isinstance(f, TupleFact):  # a generator: `@contextmanager` enters what it yields
                 out |= iterated_elements(frozenset({f}))
@@ -278,6 +295,8 @@ class Statements(FlowBase):
             if key_attribute(key) is not None:
                 previous = self.facts.stores.get(key, frozenset())
                 self.facts.stores[key] = previous | value
+            elif self.facts.node is not None and key in self.facts.node.globals:
+                self.store_global(f"{self.imports.module}.{key}", value)
         elif isinstance(target, ir.TupleExpr):
             if isinstance(source, ir.TupleExpr) and len(source.elts) == len(target.elts) and not starred(source):
                 values = [self.eval(e) for e in source.elts]  # every right-hand side before any binding
@@ -299,6 +318,12 @@ class Statements(FlowBase):
                 self.bind(t.value if isinstance(t, ir.Starred) else t, element, None)
         else:
             self.store(target, value)
+
+    def store_global(self, name: str, value: Value) -> None:
+        """A module global bound, here or by a callee given what it binds: read after here in
+        this function, or returned by a getter of it, it holds that."""
+        self.facts.global_stores[name] = self.facts.global_stores.get(name, frozenset()) | value
+        self.env[global_key(name)] = value  # and, read after here in this function, what it holds
 
     def grow(self, target: ir.Expr, value: Value) -> None:
         """`groups.append(g)`: the list holds one more element."""
