@@ -11,6 +11,7 @@ from commgroup_lint.analysis.conditions import (
     QUANTITY,
     SELF,
     Branches,
+    argument_operand,
     constant_operand,
     disjunction,
     relation_key,
@@ -102,16 +103,21 @@ class Literals(FlowBase):
         if isinstance(e, ir.Subscript) and isinstance(e.index, ir.Const):  # `x.shape[0]`
             base = self.operand(e.value)
             return f"{base}[{e.index.value!r}]" if base else None
-        if isinstance(e, ir.Call) and all(isinstance(a.value, ir.Const) and not a.star for a in e.args):
+        if isinstance(e, ir.Call) and not any(a.star for a in e.args):
             base = self.operand(e.func)
-            if base is None:
+            args = [self.argument_text(a.value) for a in e.args]
+            if base is None or None in args:
                 return None
-            args = ", ".join(
-                (f"{a.keyword}=" if a.keyword else "") + repr(a.value.value)  # type: ignore[union-attr]
-                for a in e.args
-            )
-            return f"{base}({args})"
+            return f"{base}({', '.join((f'{a.keyword}=' if a.keyword else '') + t for a, t in zip(e.args, args))})"
         return None
+
+    def argument_text(self, e: ir.Expr) -> str | None:
+        """A call's argument in its operand: a constant as written, else its own operand
+        (`cp_active(batch)` tests the caller's `batch` once the call is translated)."""
+        if isinstance(e, ir.Const):
+            return repr(e.value)
+        inner = self.operand(e)
+        return None if inner is None else argument_operand(inner)
 
     def eval_quietly(self, e: ir.Expr) -> Value:
         """A value for reading conditions: a call is not evaluated again (it was when the test ran)."""
