@@ -105,10 +105,15 @@ class Literals(FlowBase):
             return f"{base}[{e.index.value!r}]" if base else None
         if isinstance(e, ir.Call) and not any(a.star for a in e.args):
             base = self.operand(e.func)
-            args = [self.argument_text(a.value) for a in e.args]
-            if base is None or None in args:
+            if base is None:
                 return None
-            return f"{base}({', '.join((f'{a.keyword}=' if a.keyword else '') + t for a, t in zip(e.args, args))})"
+            args = []
+            for a in e.args:
+                text = self.argument_text(a.value)
+                if text is None:
+                    return None
+                args.append((f"{a.keyword}=" if a.keyword else "") + text)
+            return f"{base}({', '.join(args)})"
         return None
 
     def argument_text(self, e: ir.Expr) -> str | None:
