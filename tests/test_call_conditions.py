@@ -66,12 +66,47 @@ TRANSPORT = """\
         Transport(buf, forward_batch)
     """
 
+# a flag the constructor stores from a helper, tested later through `self` and through the instance
+STORED = """\
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    from pkg.modes import overlap_enabled
+
+
+    class Combiner:
+        def __init__(self, batch):
+            self.use_overlap = overlap_enabled(batch)
+
+        def combine(self, buf, group):
+            use_overlap = self.use_overlap
+            if use_overlap:
+                dist.all_reduce(buf, group=group)
+
+
+    def step(n, ranks, step_batch):
+        first, second = dist.new_group(ranks), dist.new_group(ranks)
+        c = Combiner(step_batch)
+        buf = symm_mem.empty(n, device="cuda")
+        symm_mem.rendezvous(buf, first)
+        if c.use_overlap:
+            dist.all_reduce(buf, group=second)
+
+    def step2(n, ranks, step_batch):
+        first, second = dist.new_group(ranks), dist.new_group(ranks)
+        c = Combiner(step_batch)
+        buf = symm_mem.empty(n, device="cuda")
+        symm_mem.rendezvous(buf, first)
+        c.combine(buf, second)
+    """
+
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / ".git").mkdir()
     (tmp_path / "pkg").mkdir()
-    for name, text in (("__init__", ""), ("modes", MODES), ("torch_style", TORCH), ("transport", TRANSPORT)):
+    for name, text in (("__init__", ""), ("modes", MODES), ("torch_style", TORCH), ("transport", TRANSPORT),
+                       ("stored", STORED)):
         (tmp_path / "pkg" / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -100,6 +135,17 @@ def test_a_constructor_flag_read_from_a_helper_reaches_the_caller(project: Path)
         (15, "memory from `get_local_dp_buffer` is bound to group tp but reaches `Transport` at line 16, whose"
              " `attn_cp_all_gather_into_tensor` runs on group attn_cp, when overlap_enabled(forward_batch)",
              "overlap_enabled(forward_batch)"),
+    ]
+
+
+def test_a_flag_stored_from_a_helper_means_the_helper_where_it_is_tested(project: Path) -> None:
+    tail = ", when c.use_overlap and overlap_enabled(step_batch) (no fix: no getter is known for group `second`)"
+    assert findings("pkg/stored.py") == [
+        (21, "memory registered by `rendezvous` is registered with group `first` but reaches `all_reduce` on group"
+             f" `second` at line 23{tail}", "c.use_overlap and overlap_enabled(step_batch)"),
+        # tested through `self` in the method, through a local copy of the attribute
+        (29, "memory registered by `rendezvous` is registered with group `first` but reaches `combine` at line 30,"
+             f" whose `all_reduce` runs on group `second`{tail}", "c.use_overlap and overlap_enabled(step_batch)"),
     ]
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from commgroup_lint.analysis import ir
@@ -424,6 +424,7 @@ class Substitution:
     param_literals: dict[int | str, Branches]  # the argument's own literals (a flag passed on)
     constants: dict[int | str, object]  # the argument's constant value
     receiver: str | None  # the operand replacing `self`; None: `self` means nothing here
+    receiver_flags: dict[str, Branches] = field(default_factory=dict)  # what the receiver's attributes mean
 
     def apply(self, cond: Iterable[Literal]) -> tuple[frozenset[Literal], bool, bool]:
         """(the literals at the call site, whether some could not be translated, whether
@@ -470,7 +471,10 @@ class Substitution:
                     if chosen:
                         return set(chosen)
             operand = self._operand(key)
-            return None if operand is None else {(operand, holds)}
+            if operand is None:
+                return None
+            flag = self.receiver_flags.get(key[len(SELF) + 1:]) if key.startswith(SELF + ".") else None
+            return {(operand, holds), *(flag[0] if holds else flag[1])} if flag else {(operand, holds)}
         left, op, right = relation
         left_operand, right_operand = self._operand(left), self._operand(right)
         if left_operand is None or right_operand is None:

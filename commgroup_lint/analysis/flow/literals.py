@@ -20,6 +20,7 @@ from commgroup_lint.analysis.facts import (
     CondFact,
     Fact,
     GroupFact,
+    ObjectFact,
     ParamFact,
     PathFact,
     SizeFact,
@@ -62,6 +63,9 @@ class Literals(FlowBase):
                 when_true, when_false = when_true | called_true, when_false | called_false
         elif isinstance(test, ir.Attr) and self.on_self(test):
             held = self.attribute(test)
+        elif isinstance(test, ir.Attr):  # `if t._use_cp:`: what the instance keeps there
+            held = frozenset(g for f in self.eval_quietly(test.value) if isinstance(f, ObjectFact)
+                             for g in f.field(test.attr) or ())
         elif isinstance(test, ir.Call):
             held = self._call_values.get(id(test))
         else:
