@@ -14,6 +14,7 @@ from commgroup_lint.analysis.conditions import (
     argument_operand,
     constant_operand,
     disjunction,
+    operand_scope,
     relation_key,
 )
 from commgroup_lint.analysis.facts import (
@@ -61,6 +62,9 @@ class Literals(FlowBase):
                 # `use_world = world_gather_enabled()`, then `if use_world:`: a test of the call
                 called_true, called_false = self.literals(source)
                 when_true, when_false = when_true | called_true, when_false | called_false
+            elif isinstance(source, ir.Attr) and operand_scope(copied := self.operand(source) or LOCAL) != LOCAL:
+                # `use_cp = self._use_cp`, then `if use_cp:`: a test of the attribute
+                when_true, when_false = when_true | {(copied, True)}, when_false | {(copied, False)}
         elif isinstance(test, ir.Attr) and self.on_self(test):
             held = self.attribute(test)
         elif isinstance(test, ir.Attr):  # `if t._use_cp:`: what the instance keeps there

@@ -9,7 +9,6 @@ from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import (
     GLOBAL,
     LOCAL,
-    PARAM,
     SELF,
     Literal,
     mentions,
@@ -326,12 +325,6 @@ class Statements(FlowBase):
             default = _none_default(source)
             if default is not None:
                 return frozenset({CondFact(*self.literals(default))}) | value
-        if isinstance(source, ir.Attr) and not any(isinstance(f, (BufferFact, ContextFact)) for f in value):
-            # `use_cp = self._use_cp`: a test of the copy is a test of the attribute (which may hold
-            # anything: what a constructor stored from its parameter reads as a group here)
-            operand = self.operand(source)
-            if operand is not None and operand_scope(operand) in (SELF, GLOBAL, PARAM):
-                return frozenset({CondFact(frozenset({(operand, True)}), frozenset({(operand, False)}))}) | value
         if isinstance(source, ir.Call) and source.args and not _holds_memory_or_group(value) \
                 and operand_scope(self.operand(source.func) or LOCAL) in (GLOBAL, SELF):
             # `use_cp = cp_active(batch)`: read now, while `batch` is the batch the call was given
