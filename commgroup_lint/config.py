@@ -83,13 +83,17 @@ def find_config(paths: Sequence[str], cwd: Path | None = None) -> Path | None:
 
 def nearest_config(start: Path) -> Path | None:
     """The configuration file of `start` (an absolute directory) or of its nearest ancestor."""
-    for directory in (start, *start.parents):
-        standalone = directory / STANDALONE
-        if standalone.is_file():
-            return standalone
-        pyproject = directory / PYPROJECT
-        if pyproject.is_file() and _section(_read_toml(pyproject), pyproject) is not None:
-            return pyproject
+    return next(filter(None, map(config_in, (start, *start.parents))), None)
+
+
+def config_in(directory: Path) -> Path | None:
+    """The configuration file of `directory` itself, if it has one."""
+    standalone = directory / STANDALONE
+    if standalone.is_file():
+        return standalone
+    pyproject = directory / PYPROJECT
+    if pyproject.is_file() and _section(_read_toml(pyproject), pyproject) is not None:
+        return pyproject
     return None
 
 

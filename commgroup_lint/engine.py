@@ -29,6 +29,7 @@ from commgroup_lint.analysis.indexing import IndexedModule, index_module
 from commgroup_lint.analysis.lower_ast import MAX_NESTING
 from commgroup_lint.analysis.module import analyze_module
 from commgroup_lint.analysis.recording import Lookups, Recorder, merged
+from commgroup_lint.analysis.stars import StarExports
 from commgroup_lint.analysis.summaries import ModuleAnalysis, ModuleSource, Previous, SummaryIndex
 from commgroup_lint.cache import Cache, CheckResult, FileRecord, Stat, content_hash, file_stat, settled
 from commgroup_lint.coverage import NOTHING_UNKNOWN, Unknowns, file_unknowns, memory_total, unknown_total
@@ -116,6 +117,8 @@ class Linter:
                      memo: Callable[[ModuleSource], Previous | None] | None, resume: bool = False) -> None:
         """The index stage: summarise what the files' helpers do, starting where `memo` says the
         last run's index was (`resume`: no file changed, so where it ended)."""
+        self.api.stars.use(StarExports(modules, self.frontend, self.api.namespaces))
+        self.recorder.changed()
         index = SummaryIndex(self.api, self.recorder, memo, lambda *args: analyze_module(*args), self.frontend,
                              set().union(*(rule.index_words(self.api) for rule in self.rules)))
         index.build(modules, mentions, resume)
@@ -316,7 +319,8 @@ class Linter:
                 if same and index is not None:
                     indexed = index.module(source.display)
                 else:  # not indexed, or a fix changed it
-                    indexed = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
+                    indexed = index_module(source.path, source.display, source.text, self.frontend,
+                                           self.api.namespaces, self.api.stars.get)
             except ParseFailure as failure:
                 yield from self._unreadable(source.display, failure.reason, failure.line, failure.column)
                 return

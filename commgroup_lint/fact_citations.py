@@ -13,29 +13,46 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from commgroup_lint.config_facts import Fact
+from commgroup_lint.segments import Segments
 
 
-def citation_problem(fact: Fact, package_root: Path) -> str | None:
+class CitedFiles:
+    """The cited files as parsed, each read once (many facts cite one validation file)."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, tuple[ast.Module, Segments] | str] = {}
+
+    def read(self, file: Path) -> tuple[ast.Module, Segments] | str:
+        """The file's tree and lines, or why it cannot be read."""
+        if file not in self._read:
+            try:
+                text = file.read_text(encoding="utf-8")
+                self._read[file] = (ast.parse(text), Segments(text))
+            except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as err:
+                self._read[file] = str(err)
+        return self._read[file]
+
+
+def citation_problem(fact: Fact, package_root: Path, files: CitedFiles | None = None) -> str | None:
     """Why the fact no longer matches the code under `package_root` (at none of the places it
     cites), or None when it does."""
     if not fact.source:
         return "cites no source (`source = \"path/in/package.py:Symbol\"`)"
-    problems = [_problem(fact, source, package_root) for source in (fact.source, *fact.also)]
+    files = files or CitedFiles()
+    problems = [_problem(fact, source, package_root, files) for source in (fact.source, *fact.also)]
     return None if None in problems else problems[0]
 
 
-def _problem(fact: Fact, source: str, package_root: Path) -> str | None:
+def _problem(fact: Fact, source: str, package_root: Path, files: CitedFiles) -> str | None:
     path, _, symbol = source.partition(":")
-    file = package_root / path
-    try:
-        text = file.read_text(encoding="utf-8")
-        tree = ast.parse(text)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as err:
-        return f"cannot read the cited file {path}: {err}"
+    read = files.read(package_root / path)
+    if isinstance(read, str):
+        return f"cannot read the cited file {path}: {read}"
+    tree, segments = read
     node = _find(tree, symbol.split(".")) if symbol else tree
     if node is None:
         return f"{path} defines no `{symbol}` any more"
-    segment = ast.get_source_segment(text, node) if symbol else text
+    segment = segments.of(node) if symbol else "".join(segments.lines)
     if fact.evidence and fact.evidence not in (segment or ""):
         return f"`{symbol or path}` no longer contains {fact.evidence!r}"
     return None
@@ -52,7 +69,7 @@ def _find(tree: ast.AST, names: list[str]) -> ast.AST | None:
     return scope
 
 
-def stale(fact: Fact, paths: Iterable[Path]) -> bool:
+def stale(fact: Fact, paths: Iterable[Path], files: CitedFiles | None = None) -> bool:
     """Whether a file the fact cites is among `paths` and none of its citations matches: the
     checked code is another release than the ones the fact was stated for, so it is not
     applied there."""
@@ -63,5 +80,5 @@ def stale(fact: Fact, paths: Iterable[Path]) -> bool:
         posix = path.as_posix()
         for name in cited:
             if posix == name or posix.endswith("/" + name):
-                return citation_problem(fact, Path(posix[: -len(name)] or ".")) is not None
+                return citation_problem(fact, Path(posix[: -len(name)] or "."), files) is not None
     return False

@@ -67,13 +67,15 @@ class Mentions:
         if len(by_token) < _TOKENIZE_FROM:
             by_token = {}
         searched = [(word, needle) for word, needle in needles if needle not in by_token]
+        groups = _grouped(searched, [self._bytes(d) for d in displays[:: max(1, len(displays) // _SAMPLE)]]) \
+            if len(searched) > 1 and len(displays) * len(searched) >= _GROUP_FROM else [(b"", searched)]
 
         def search(part: Sequence[str]) -> list[list[str]]:
             out = []
             for d in part:
-                text = self.texts[d]
-                data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-                named = [word for word, needle in searched if needle in data and _names_word(data, needle)]
+                data = self._bytes(d)
+                named = [word for anchor, group in groups if anchor in data
+                         for word, needle in group if needle in data and _names_word(data, needle)]
                 if by_token:  # a whole word is a whole ASCII identifier; a hit next to a non-ASCII letter is confirmed
                     hits = by_token.keys() & set(_IDENTIFIER.findall(data))
                     named += [by_token[n] for n in hits if data.isascii() or _names_word(data, n)]
@@ -88,8 +90,39 @@ class Mentions:
                 grown[old] = self._intern(old | words)
             self.checked[d] = grown[old]
 
+    def _bytes(self, display: str) -> bytes:
+        text = self.texts[display]
+        return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+
+
+def _grouped(needles: list[tuple[str, bytes]], sample: Sequence[bytes]) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+    """The words in groups under a substring they share (`Workspace` words under `orks`), each
+    substring one that few of the `sample` files contain: a file without it is searched for
+    none of its group's words, one pass over the text where there would be one per word. Words
+    no substring is worth it for stay alone (under `b""`, which every text contains)."""
+    present = [{data[i:i + _ANCHOR] for i in range(len(data) - _ANCHOR + 1)} for data in sample]
+    pending = dict(needles)
+    groups: list[tuple[bytes, list[tuple[str, bytes]]]] = []
+    while len(pending) > 1:
+        holders: dict[bytes, list[str]] = {}
+        for word, needle in pending.items():
+            for gram in {needle[i:i + _ANCHOR] for i in range(len(needle) - _ANCHOR + 1)}:
+                holders.setdefault(gram, []).append(word)
+
+        # passes saved per file, expected: the group's words' where the anchor is absent, less its own
+        saving = {gram: len(words) * (1 - sum(gram in grams for grams in present) / max(1, len(present))) - 1
+                  for gram, words in holders.items() if len(words) > 1}
+        best = max(sorted(saving), key=saving.__getitem__, default=None)
+        if best is None or saving[best] <= 0:
+            break
+        groups.append((best, [(word, pending.pop(word)) for word in sorted(holders[best])]))
+    return [*groups, (b"", sorted(pending.items()))]
+
 
 _IDENTIFIER = re.compile(rb"[A-Za-z0-9_]+")
+_ANCHOR = 4  # bytes of the substrings words are grouped under
+_SAMPLE = 24  # files sampled to tell a rare substring from a common one
+_GROUP_FROM = 20_000  # words times files from which grouping the words pays for its sampling
 _TOKENIZE_FROM = 64  # words at once from which splitting each file into identifiers is cheaper
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commgroup_lint.config import Config, load_config, nearest_config
+from commgroup_lint.config import Config, config_in, load_config
 from commgroup_lint.model import Confidence, FileScope
 from commgroup_lint.options import resolve_selection
 
@@ -46,11 +46,15 @@ def scopes_of(displays: Iterable[str], project: Config, options: SelectionOption
     nearest: dict[Path, Path | None] = {}
     loaded: dict[Path, FileScope] = {}
     found: dict[str, FileScope] = {}
-    for display in displays:
-        directory = Path(os.path.abspath(display)).parent
+
+    def nearest_to(directory: Path) -> Path | None:  # each directory looked at once, not once per file under it
         if directory not in nearest:
-            nearest[directory] = nearest_config(directory)
-        path = nearest[directory]
+            parent = directory.parent
+            nearest[directory] = config_in(directory) or (nearest_to(parent) if parent != directory else None)
+        return nearest[directory]
+
+    for display in displays:
+        path = nearest_to(Path(os.path.abspath(display)).parent)
         if path is not None and path != project_path:
             if path not in loaded:
                 loaded[path] = options.scope(load_config(path))

@@ -17,7 +17,7 @@ from commgroup_lint.cache import Cache, cache_directory, cache_key
 from commgroup_lint.config import Config, configured_profile
 from commgroup_lint.discovery import Discovered, discover, is_skipped
 from commgroup_lint.engine import Linter, LintResult
-from commgroup_lint.fact_citations import stale
+from commgroup_lint.fact_citations import CitedFiles, stale
 from commgroup_lint.git import IgnoreRules
 from commgroup_lint.model import Confidence, FileScope, RuleSelection
 from commgroup_lint.profile import Profile
@@ -115,7 +115,8 @@ class Settings:
         `files` but no longer holds their evidence (another release: see `fact_citations`)."""
         checks, on_disk = self.profile.engine_checks, [f.path for f in files if f.content is None]
         found = tuple(derived(checks, on_disk, quantities(self.profile))) if checks.validation or checks.initialisers else ()
-        kept = tuple(f for f in self.profile.facts if not stale(f, on_disk))
+        cited = CitedFiles()
+        kept = tuple(f for f in self.profile.facts if not stale(f, on_disk, cited))
         if not found and len(kept) == len(self.profile.facts):
             return self
         return replace(self, profile=replace(self.profile, facts=kept + found))

@@ -7,7 +7,10 @@ does not receive that group or anything derived from it: the default group inste
 `get_tp_group()`, a helper that hides its group). The collectives of the scanned code's own
 helpers count as well (a helper that reduces over the world without a group). A wrapper that
 takes a parameter named for a group (`group`, `tp_group`, `process_group`, `pg`) and never
-reads it, while its collective runs on the default group, is reported too.
+reads it, while its collective runs on the default group, is reported too. A call whose group
+argument is omitted counts only where its callee has a default group (`torch.distributed`'s
+world): without one, leaving it out means no collective (TransformerEngine's `general_gemm`
+without `ub` is a plain GEMM).
 
 It finds two more ways to lose the group:
 - **a builder that drops it on one branch**: a function given a group returns what a call

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from commgroup_lint.discovery import discover
 from commgroup_lint.engine import Linter
-from commgroup_lint.fact_citations import citation_problem
+from commgroup_lint.fact_citations import CitedFiles, citation_problem
 from commgroup_lint.profile import load_shipped
 
 
@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    internal error: {e.rule} on {e.path}: {e.error}")
         if r["findings"]:
             print("    findings: " + ", ".join(f"{code} {n}" for code, n in sorted(r["findings"].items())))
+        cited = CitedFiles()
         for fact in load_shipped("sglang").facts:
-            problem = citation_problem(fact, root)
+            problem = citation_problem(fact, root, cited)
             if problem:
                 print(f"    stale fact `{fact.name}`: {problem}")
         sys.stdout.flush()

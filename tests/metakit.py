@@ -605,6 +605,14 @@ def _conditional_import_alias(p: Program, e: str) -> str:
     return f"{f}_alias({e})"
 
 
+def _star_imported_helper(p: Program, e: str) -> str:
+    f, module, relay = p.fresh("relay"), p.fresh("starred"), p.fresh("reexports")
+    p.modules[module] = [f"def {f}(value):", "    return value"]
+    p.modules[relay] = [f"from {module} import *"]  # a chain: the helper reaches the program through two
+    p.module.insert(0, f"from {relay} import *")
+    return f"{f}({e})"
+
+
 REWRITES: dict[str, Rewrite] = {
     name.removeprefix("_"): rewrite for name, rewrite in dict(globals()).items()
     if name.startswith("_") and callable(rewrite) and rewrite.__module__ == __name__

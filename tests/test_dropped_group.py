@@ -287,3 +287,18 @@ def test_the_world_beside_the_given_group_is_low_and_an_engine_default_medium(tm
     [finding] = lint_text(tmp_path, engine, select=("CGL007",))
     assert (finding.start.line, finding.confidence) == (8, Confidence.MEDIUM)
     assert finding.message.startswith("`reduce_from_tensor_model_parallel_region` runs on the default group (tp), not on `self.tp_group`")
+
+
+def test_an_omitted_group_with_no_declared_default_runs_no_collective(tmp_path):
+    """TransformerEngine's `general_gemm` overlaps communication only when given `ub` (its
+    profile declares no default): without it, it is a plain GEMM, not a collective on a default
+    group, so a function given a group that calls it so drops nothing."""
+    program = (
+        "import torch.distributed as dist\n"
+        "from transformer_engine.pytorch.cpp_extensions.gemm import general_gemm\n"
+        "def forward(x, w, tensor_parallel_group):\n"
+        "    out = x.new_empty(x.shape)\n"
+        "    dist.all_gather_into_tensor(out, x, group=tensor_parallel_group)\n"
+        "    return general_gemm(w, out)\n"
+    )
+    assert lint_text(tmp_path, program, select=("CGL007",), min_confidence=Confidence.LOW) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -97,3 +98,23 @@ def test_a_class_method_helper_counts_only_beside_its_class(tmp_path: Path, monk
     result = Linter(PROFILE, RuleSelection(("CGL",))).lint(discover(["pkg"]))
     assert [(f.code, f.path, f.start.line) for f in result.findings] == [("CGL001", "pkg/user.py", 5)]
     assert result.files_using_api == 2  # tensor.py and user.py, not kernel.py
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_words_searched_in_groups_find_what_each_alone_finds(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Words sharing substrings (searched under one anchor each) in texts built from the same
+    pieces: the files found are exactly those the regular expression finds."""
+    from commgroup_lint import mentions
+
+    monkeypatch.setattr(mentions, "_GROUP_FROM", 0)
+    rng = random.Random(seed)
+    pieces = ["Work", "space", "buf", "fer", "_mem", "ory", "get_", "é", "中", "x"]
+    words = sorted({"".join(rng.choice(pieces[:7]) for _ in range(rng.randint(2, 4))) for _ in range(12)})
+    texts = {f"{i}.py": "".join(rng.choice([*pieces, " ", "(", "\n"]) for _ in range(rng.randint(0, 60)))
+             for i in range(40)}
+    for word in words:
+        expected = {d for d, t in texts.items() if re.search(rf"\b{re.escape(word)}\b", t)}
+        assert Mentions(texts)(list(texts), {word}) == expected, word
+    together = Mentions(texts)(list(texts), set(words))
+    assert together == {d for d, t in texts.items() for w in words if re.search(rf"\b{re.escape(w)}\b", t)}
+    assert mentions._grouped([(w, w.encode()) for w in words], [t.encode() for t in texts.values()])[:-1]

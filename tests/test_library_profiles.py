@@ -17,15 +17,15 @@ from commgroup_lint.model import Confidence, RuleSelection
 STATIC = FIXTURES / "static"
 
 
-def _report(name: str) -> list[tuple[str, int, int, str, str | None]]:
-    found = lint_paths(STATIC / name, select=EVERY_RULE, min_confidence=Confidence.LOW)
+def _report(name: str, root: Path = STATIC) -> list[tuple[str, int, int, str, str | None]]:
+    found = lint_paths(root / name, select=EVERY_RULE, min_confidence=Confidence.LOW)
     return [(f.code, f.start.line, f.start.column, f.message, f.fix.description if f.fix else None) for f in found]
 
 
-def _sites(name: str) -> str:
+def _sites(name: str, root: Path = STATIC) -> str:
     inventory = Inventory()
-    Linter(PROFILE, RuleSelection(("CGL000",)), observer=inventory.observe).lint(discover([str(STATIC / name)]))
-    return render_text(inventory.sites()).replace(str(STATIC) + "/", "")
+    Linter(PROFILE, RuleSelection(("CGL000",)), observer=inventory.observe).lint(discover([str(root / name)]))
+    return render_text(inventory.sites()).replace(str(root) + "/", "")
 
 
 def test_deepspeed_symmetric_memory_names_its_groups_and_getter() -> None:
@@ -104,6 +104,25 @@ def test_tensorrt_llm_workspace_is_compared_with_the_rank_list() -> None:
     )
 
 
+def test_tensorrt_llm_module_workspace_is_named_by_its_attribute() -> None:
+    """A package fixture, not a static one: static fixtures seed the generated corpora of the
+    cache and speed tests, whose layout a new one would change."""
+    root = FIXTURES / "packages" / "tensorrt_llm_module_workspace"
+    assert _report("layers.py", root) == [(
+        "CGL002", 28, 26,
+        "the object built by `get_allreduce_workspace` is bound to group self.mapping.tp_group but reaches"
+        " `allreduce` on group self.mapping.cp_group at line 31; the analysis cannot tell whether these are one"
+        " group (each is known only by the expression holding it)",
+        None,
+    )]
+    assert _sites("layers.py", root) == (
+        "layers.py:18: AllReduce.__init__: `get_allreduce_workspace` (object) -> self.mapping.tp_group\n"
+        "    consumed by `allreduce` on self.mapping.tp_group at layers.py:21\n"
+        "layers.py:28: HelixAllReduce.__init__: `get_allreduce_workspace` (object) -> self.mapping.tp_group\n"
+        "    consumed by `allreduce` on self.mapping.cp_group at layers.py:31\n"
+    )
+
+
 def test_the_fixtures_are_found() -> None:
     libraries = ("deepspeed_", "tensorrt_llm_", "transformer_engine_")
     assert sorted(p.name for p in Path(STATIC).glob("*.py") if p.name.startswith(libraries)) == [
@@ -111,3 +130,25 @@ def test_the_fixtures_are_found() -> None:
         "tensorrt_llm_userbuffers.py",
         "transformer_engine_symmetric_all_reduce.py", "transformer_engine_userbuffers.py",
     ]
+
+
+CACHE = (
+    "class KVCache:\n"
+    "    def __init__(self, pool):\n"
+    "        self.pool = pool\n"
+    "\n"
+    "    def read(self, layer):\n"
+    "        return self.pool.get_buffer(layer)\n"
+)
+
+
+def test_an_engine_method_counts_only_where_its_objects_can_exist(tmp_path: Path) -> None:
+    """`get_buffer` binds memory only on a TransformerEngine communicator: a run naming no way
+    to make one (`get_ub`, `transformer_engine`) does not read the files that say it."""
+    (tmp_path / "cache.py").write_text(CACHE)
+    alone = Linter(PROFILE, RuleSelection(("CGL",))).lint(discover([str(tmp_path / "cache.py")]))
+    assert alone.files_using_api == 0
+    (tmp_path / "layer.py").write_text((STATIC / "transformer_engine_userbuffers.py").read_text())
+    both = Linter(PROFILE, RuleSelection(("CGL",))).lint(discover([str(tmp_path)]))
+    assert both.files_using_api == 2
+    assert [(Path(f.path).name, f.start.line) for f in both.findings] == [("layer.py", 25)]

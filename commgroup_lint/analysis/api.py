@@ -9,7 +9,7 @@ own functions are entries of the same shape, installed over the profile's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -33,6 +33,7 @@ class _Table(Generic[T]):
         self._unrelated = unrelated  # matched by nothing but their exact name
         self._tails: dict[str, str | None] = {}  # name -> its tail key (asked again and again)
         self._exact = dict(entries)
+        self._shipped = dict(entries)
         self._shipped_names = frozenset(entries)
         self._by_tail = {key: value for name, value in entries.items() if (key := self.tail_key(name))}
         self._shipped_tails = frozenset(self._by_tail)
@@ -106,6 +107,19 @@ class _Table(Generic[T]):
             if (key := self.tail_key(name)) and key in self._shipped_tails:
                 self._by_tail[key] = value
                 self._hidden.discard(key)
+
+    def withdraw(self, names: Iterable[str]) -> None:
+        """Scanned definitions `override` installed that no longer hold (a summary that came
+        out empty in a later round): each name is what the profile says again, or unknown."""
+        self._answers.clear()
+        for name in names:
+            self.replaced.pop(name, None)
+            if name in self._shipped:
+                self._exact[name] = self._shipped[name]
+            else:
+                self._exact.pop(name, None)
+            if (key := self.tail_key(name)) and key in self._shipped_tails:
+                self._by_tail[key] = self._shipped[self._shipped_by_tail[key]]
 
     def hide(self, name: str) -> None:
         """A scanned definition says `name` is not what the profile thinks (an old signature)."""
@@ -226,6 +240,22 @@ def quantities(p: Profile) -> frozenset[str]:
             | frozenset(info.size for info in p.groups.values() if info.size))
 
 
+class _Computed(_Table[T]):
+    """A table whose answers a function computes (set by `use`), recorded like any other's:
+    what a star import binds depends on another file than the one analysed."""
+
+    def __init__(self) -> None:
+        super().__init__({}, ())
+        self._compute: Callable[[str], T | None] | None = None
+
+    def use(self, compute: Callable[[str], T | None] | None) -> None:
+        self._compute = compute
+        self._answers.clear()
+
+    def _find(self, name: str) -> T | None:
+        return self._compute(name) if self._compute is not None else None
+
+
 @dataclass
 class Api:
     """The lookup the dataflow consults for every call and attribute it meets."""
@@ -259,6 +289,7 @@ class Api:
         self.classes = _Table({}, ())
         self.signatures: _Table[tuple[str, ...]] = _Table({}, ())  # scanned definitions' parameter names
         self.misuses = _Table({}, ())
+        self.stars: _Computed[tuple[tuple[str, str], ...]] = _Computed()  # module -> what `from module import *` binds
         self._factory_names = frozenset(name.rpartition(".")[2] for name in p.tensor_factories)
         self._pinned_tails = frozenset(filter(None, map(self.entries.tail_key, p.pinned)))
         self.quantities = quantities(p)
@@ -366,6 +397,27 @@ class Api:
         hold a finding (the gate)."""
         return self._profile_words | self.helper_words
 
+    def method_word_owners(self) -> list[tuple[frozenset[str], frozenset[str]]]:
+        """For each engine profile (not the base one) declaring methods that bind memory to
+        their receiver's group (TransformerEngine's `ub.get_buffer`), those method names and the
+        names one of whose mention in the run means the engine's objects can exist there: the
+        final names of its getters, builders, allocators and contexts, and its packages' roots."""
+        owners = []
+        for part in self.profile.components[1:]:
+            words = part.methods.allocator | part.methods.register_pool | part.objects.allocator_methods
+            if words:
+                names = [*part.getters, *part.allocators, *part.contexts, *part.pool_contexts, *part.objects.names()]
+                finals = {n.partition("(")[0].rpartition(".")[2] for n in names}
+                owners.append((frozenset(words), frozenset(finals | {d.partition(".")[0] for d in part.detect})))
+        return owners
+
+    def forget_method_words(self, words: set[str]) -> None:
+        """`words` name no method of an object of this run (see `method_word_owners`): the gate
+        leaves them out, unless something else binds memory under that name too."""
+        base = self.profile.components[0]
+        kept = base.methods.allocator | base.methods.register_pool | base.objects.allocator_methods
+        self._profile_words -= (words - kept - self._function_words)
+
     def _anchors(self) -> dict[str, frozenset[str]]:
         """For a binding call whose final name another API shares (the profile's `unrelated`:
         the store's `rendezvous` is not symmetric memory's), the names of its module a file must
@@ -382,10 +434,15 @@ class Api:
         return {word: frozenset(found) for word, found in anchors.items()}
 
     def _binding_words(self) -> set[str]:
+        return (self._function_words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
+                | set(self.profile.objects.allocator_methods))
+
+    @property
+    def _function_words(self) -> set[str]:
+        """The final names of the profile's functions and classes that bind memory."""
         words = set()
         for name in self.entries.names():
             entry = self.entries.get(name)
             if entry is not None and binds_memory(entry.call):
                 words.add(name.partition("(")[0].rpartition(".")[2])
-        return (words | set(self.profile.methods.allocator) | set(self.profile.methods.register_pool)
-                | set(self.profile.objects.allocator_methods))
+        return words

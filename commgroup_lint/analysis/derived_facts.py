@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from commgroup_lint.config_facts import EngineChecks, Fact
+from commgroup_lint.segments import Segments
 
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
@@ -52,12 +53,13 @@ def derive(checks: EngineChecks, sources: Iterable[tuple[str, Path]], quantities
             tree = ast.parse(text)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             continue  # the check of the file itself reports what cannot be read
+        segments = Segments(text)
         for kind, qualname in [*(("validation", q) for q in checks.validation),
                                *(("initialiser", q) for q in checks.initialisers)]:
             if not qualname.startswith(module + "."):
                 continue
             for symbol, node in _functions(tree, qualname[len(module) + 1:].split(".")):
-                reader = _Reader(names, sizes, kind, f"{module.replace('.', '/')}.py:{symbol}", text)
+                reader = _Reader(names, sizes, kind, f"{module.replace('.', '/')}.py:{symbol}", segments)
                 out += reader.walk(node.body, ())
     return tuple({f.name: f for f in out}.values())
 
@@ -79,8 +81,8 @@ def _functions(tree: ast.AST, names: list[str], prefix: str = "") -> Iterator[tu
 
 
 class _Reader:
-    def __init__(self, names: dict[str, str], sizes: frozenset[str], kind: str, source: str, text: str) -> None:
-        self.names, self.sizes, self.kind, self.source, self.text = names, sizes, kind, source, text
+    def __init__(self, names: dict[str, str], sizes: frozenset[str], kind: str, source: str, segments: Segments) -> None:
+        self.names, self.sizes, self.kind, self.source, self.segments = names, sizes, kind, source, segments
 
     def walk(self, body: list[ast.stmt], path: tuple[Atoms, ...]) -> list[Fact]:
         out: list[Fact] = []
@@ -118,7 +120,7 @@ class _Reader:
             return []
         if kind == "implies" and not then:
             return []
-        evidence = (ast.get_source_segment(self.text, node) or "").splitlines()[0].strip()
+        evidence = (self.segments.of(node) or "").splitlines()[0].strip()
         return [Fact(f"{self.source}:{node.lineno}", kind, when, then, groups, self.source, evidence, derived=True)]
 
     def atoms(self, test: ast.expr) -> Atoms:

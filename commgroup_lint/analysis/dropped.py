@@ -178,10 +178,11 @@ def _known(use: GroupUse) -> set[str]:
 def _instead(use: GroupUse) -> str | None:
     """What a collective that receives none of the given groups runs on, in words: the default
     group, or fixed groups; None for a group the analysis knows only by an expression (another
-    object's group, which may be the given one)."""
+    object's group, which may be the given one), and for an omitted group whose callee declares
+    no default: such a call runs no collective (TE's `general_gemm` without `ub` is a plain GEMM)."""
     groups = sorted(display_group(f.group) for f in use.groups if isinstance(f, GroupFact) and not is_symbolic(f.group))
     if use.how == "default":
-        return f"the default group ({' or '.join(groups)})" if groups else "the default group"
+        return f"the default group ({' or '.join(groups)})" if groups else None
     if groups and all(isinstance(f, GroupFact) and not is_symbolic(f.group) for f in use.groups):
         return f"the fixed group {' or '.join(groups)}"
     return None

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.names import (
     ImportTable,
+    StarNames,
     _package_prefix,
     collect_imports,
     collect_renames,
     module_name_for,
+    top_level,
 )
 from commgroup_lint.parsing import lower
 
@@ -90,9 +93,12 @@ def _module_name(path: Path, prefixes: dict[str, tuple[str, ...]], namespaces: f
 
 
 def index_module(path: Path, display: str, text: str, frontend: str = "ast",
-                 namespaces: frozenset[str] = frozenset()) -> IndexedModule:
-    """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`."""
+                 namespaces: frozenset[str] = frozenset(),
+                 star_names: Callable[[str], StarNames | None] | None = None) -> IndexedModule:
+    """Parse and lower to the IR (see `parsing.lower`); raises `ParseFailure`. `star_names`
+    answers what a star import binds (see `ImportTable`)."""
     module = lower(text, display, frontend)
     name, is_package = module_name_for(path, namespaces)
-    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body))
+    own = top_level(module.body)[1]
+    imports = ImportTable(name, is_package, collect_imports(module.body), collect_renames(module.body), own, star_names)
     return IndexedModule(display, imports, module, text)

@@ -116,6 +116,7 @@ class SummaryIndex:
         self._installed: tuple | None = None  # what `_install` did last
         self._misuses: dict[str, tuple[str, ...]] = {}
         self._definitions: dict[str, tuple[str, ...]] = {}
+        self._scanned: set[str] = set()  # the entries installed from summaries (see `Api.entries.withdraw`)
 
     def allocator_words(self) -> set[str]:
         return self.api.allocation_words() | self.words
@@ -138,6 +139,7 @@ class SummaryIndex:
         if mentions is None:
             texts = {d: s.text for d, s in pending.items()}
             mentions = lambda displays, words: mentioning({d: (None, texts[d]) for d in displays}, words)  # noqa: E731
+        self._forget_absent_methods(pending, mentions)
         modules: ModuleFinder | None = None
         words: set[str] = set()
         hops = self._resume(pending) if resume else 0
@@ -164,6 +166,19 @@ class SummaryIndex:
             settled = False
         if not settled:
             self._settle(rounds=MAX_ROUNDS)
+
+    def _forget_absent_methods(self, pending: dict[str, ModuleSource],
+                               mentions: Callable[[Iterable[str], set[str]], set[str]]) -> None:
+        """An engine's methods that bind memory (`ub.get_buffer`) are no gate words in a run
+        where no file names any way to make its objects: SGLang says `get_buffer` in ten files
+        about its own caches, and never names TransformerEngine's `get_ub`."""
+        owners = self.api.method_word_owners()
+        if not owners:
+            return
+        mentions(pending, set().union(*(names for _, names in owners)))  # one search for all
+        named = [(words, bool(mentions(pending, set(names)))) for words, names in owners]
+        present = {word for words, seen in named if seen for word in words}
+        self.api.forget_method_words({word for words, seen in named if not seen for word in words} - present)
 
     def _resume(self, pending: dict[str, ModuleSource]) -> int:
         """Start where the last run ended, for a caller that knows no file changed, came or went
@@ -206,7 +221,8 @@ class SummaryIndex:
             self._install_exports(cached[0].exports)
             return
         try:
-            module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces)
+            module = index_module(source.path, source.display, source.text, self.frontend, self.api.namespaces,
+                                  self._star_names)
         except ParseFailure:
             self.parse_failed.add(source.display)  # reported by the check, if the file can hold a finding
             return
@@ -214,6 +230,9 @@ class SummaryIndex:
         self.modules[source.display] = module
         self._install_classes(tuple(module_classes(module.module, module.imports).items()))
         self._install_exports(_exports(module.imports))
+
+    def _star_names(self, module: str) -> tuple[tuple[str, str], ...] | None:
+        return self.api.stars.get(module)  # through the `Api`'s table: the lookup is recorded
 
     def _install_exports(self, exports: tuple[tuple[str, str], ...]) -> None:
         """What a module imports can be imported from it: a package's `__init__` re-exports."""
@@ -234,7 +253,8 @@ class SummaryIndex:
         module = self.modules[display]
         if module is None:
             s = self.sources[display]
-            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend, self.api.namespaces)
+            module = self.modules[display] = index_module(s.path, s.display, s.text, self.frontend, self.api.namespaces,
+                                                                   self._star_names)
         return module
 
     def _wanted(self) -> set[str]:
@@ -335,13 +355,14 @@ class SummaryIndex:
                         continue
                 self._install_now(self.analyses[display].entries)
                 self._install_classes(self.analyses[display].classes)
-            if not moved or not self._install_all():  # nothing moved: what is installed still holds
+            if not moved:  # every analysis holds under what is installed: a fixpoint, which a resume finds as it is
                 break
+            self._install_all()
         self._install_misuses()
 
-    def _install_all(self) -> bool:
+    def _install_all(self) -> None:
         """Install what every analysed module says (summaries, signatures, the words naming
-        memory-binding helpers); whether the summaries changed."""
+        memory-binding helpers)."""
         found: dict[str, b.Behaviour] = {}
         definitions: dict[str, tuple[str, ...]] = {}
         words: set[str] = set()
@@ -369,9 +390,7 @@ class SummaryIndex:
                         functions.add(word)
         self.api.set_helper_words(words, {w: owners for w, owners in methods.items() if w not in functions})
         self._install(found, definitions)
-        changed = found != self.summaries
         self.summaries = found
-        return changed
 
     def _order(self) -> list[str]:
         """The indexed modules, each after the indexed modules it imports (cycles broken by
@@ -413,8 +432,14 @@ class SummaryIndex:
         new = {e.qualname: b.Entry(call=e.summary) for e in entries
                if e.params is not None and not e.summary.empty and self.api.overridable(e.qualname, e.summary)}
         changed = {name: entry for name, entry in new.items() if self.api.entries.get(name) != entry}
+        stale = {e.qualname for e in entries if e.qualname in self._scanned and e.qualname not in new}
         if changed:
             self.api.entries.override(changed)
+            self._scanned |= changed.keys()
+        if stale:
+            self.api.entries.withdraw(stale)
+            self._scanned -= stale
+        if changed or stale:
             self.recorder.changed()
 
     def _install_misuses(self) -> None:
@@ -438,6 +463,8 @@ class SummaryIndex:
             self.api.signatures.override(definitions)
             self._definitions = definitions
         self.api.entries.override({name: b.Entry(call=summary) for name, summary in found.items()})
+        self.api.entries.withdraw(self._scanned - found.keys())
+        self._scanned = set(found)
         # An old release defines a profile allocator without a group parameter: at most a
         # hidden-group allocator (installed above), never a call that is missing its group.
         hidden = []

@@ -35,7 +35,16 @@ from commgroup_lint.analysis.facts import (
     is_symbolic,
 )
 from commgroup_lint.analysis.flow import PORTABLE, FunctionFlow, Scope, flatten, guarded_groups, key_attribute, scoped
+from commgroup_lint.analysis.flow.state import DICT, NAMESPACE
 from commgroup_lint.analysis.names import ImportTable
+
+# How many containers deep (an instance's fields, a tuple's items, a partial's arguments) a
+# summary describes a value. A recursive helper (`resolve(v)` returning `{k: resolve(x)}`, a
+# wrapper group holding a wrapper group) returns a value one level deeper in each round of the
+# fixpoint; cut here, the rounds stop changing it. Engines hold groups and buffers two or three
+# levels down (`self.comm.pynccl.group`).
+MAX_DEPTH = 4
+PLAIN_RECORDS = frozenset({DICT, NAMESPACE})  # objects that are only their fields (no methods to resolve)
 
 
 def call_index(fn: ir.FunctionDef, is_method: bool, position: int) -> int | None:
@@ -92,18 +101,22 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
 
     # A value is a graph that shares its parts (an instance's fields hold instances that hold
     # others, the same ones again and again): each fact is read once, not once per path to it.
-    read: dict[tuple[int, bool], b.Returned | None] = {}
+    read: dict[tuple[int, bool, int], b.Returned | None] = {}
 
-    def returned(f: Fact, in_tuple: bool = False) -> b.Returned | None:
+    def returned(f: Fact, in_tuple: bool = False, depth: int = 0) -> b.Returned | None:
         try:
-            return read[id(f), in_tuple]
+            return read[id(f), in_tuple, depth]
         except KeyError:
-            found = read[id(f), in_tuple] = returned_now(f, in_tuple)
+            found = read[id(f), in_tuple, depth] = returned_now(f, in_tuple, depth)
             return found
 
-    def returned_now(f: Fact, in_tuple: bool) -> b.Returned | None:
+    def returned_now(f: Fact, in_tuple: bool, depth: int) -> b.Returned | None:
         """What a caller needs of a returned fact: what can carry a group or memory, a flag
-        relating world sizes, and (in a tuple, beside such items) a constant that decides a branch."""
+        relating world sizes, and (in a tuple, beside such items) a constant that decides a branch.
+        Below `MAX_DEPTH` containers a container keeps only what it is (see `MAX_DEPTH`)."""
+        deeper = depth + 1
+        if deeper > MAX_DEPTH and isinstance(f, (ObjectFact, TupleFact, CallableFact)):
+            return b.Instance(f.cls) if isinstance(f, ObjectFact) and f.cls not in PLAIN_RECORDS else None
         if isinstance(f, GroupFact):
             return b.Groups(((f.group, scoped(f.guard, PORTABLE)),))
         if isinstance(f, ParamFact):
@@ -126,26 +139,28 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
                 return b.Flag(when_true, when_false)
             return None
         if isinstance(f, ObjectFact):
-            fields = tuple((name, alternatives(value)) for name, value in f.fields)
-            return b.Instance(f.cls, tuple((name, value) for name, value in fields if value))
+            fields = tuple((name, kept) for name, value in f.fields if (kept := alternatives(value, deeper)))
+            if not fields and f.cls in PLAIN_RECORDS:
+                return None  # nothing but what it holds, and it holds nothing a caller can use
+            return b.Instance(f.cls, fields)
         if isinstance(f, ConstFact):
             return b.Constant(f.value) if in_tuple else None
         if isinstance(f, SelfFieldFact):
             return b.SelfAttribute(f.attr) if method else None
         if isinstance(f, TupleFact):
-            items = tuple(tuple(sorted({r for g in item if (r := returned(g, True)) is not None}, key=canonical))
+            items = tuple(tuple(sorted({r for g in item if (r := returned(g, True, deeper)) is not None}, key=canonical))
                           for item in f.items)
             return b.Items(items) if any(r for item in items for r in item if not isinstance(r, b.Constant)) else None
         if isinstance(f, CallableFact):
-            return b.Partial(f.path, tuple((keyword, alternatives(value)) for keyword, value in f.args))
+            return b.Partial(f.path, tuple((keyword, alternatives(value, deeper)) for keyword, value in f.args))
         if isinstance(f, PathFact) and f.named and api.call(f.path) is not None:
             return b.Partial(f.path, ())  # a known API returned to be called later
         return None
 
-    def alternatives(value: frozenset) -> tuple[b.Returned, ...]:
+    def alternatives(value: frozenset, depth: int = 0) -> tuple[b.Returned, ...]:
         """A value's possibilities in a fixed order (a set's order varies: equal summaries must
         compare equal, or the fixpoint never ends)."""
-        return tuple(sorted({r for g in value if (r := returned(g)) is not None}, key=canonical))
+        return tuple(sorted({r for g in value if (r := returned(g, depth=depth)) is not None}, key=canonical))
 
     def kept(value: frozenset) -> tuple[b.Returned, ...]:
         """What an instance keeps in a field: a flag of any kind too (`self._use_cp = cp_active(batch)`),

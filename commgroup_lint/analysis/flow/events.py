@@ -111,8 +111,9 @@ class Events(FlowBase):
                 value = frozenset(flatten(value))  # a list of groups: bound to each of them
                 # `groups=self.groups`, None on some paths: a None the callee replaced before using it
                 value -= NONE_VALUE
-                value = self.as_group(value, self.argument_expr(arguments, binding.param))
-                groups = guarded_groups(value)
+                expr = self.argument_expr(arguments, binding.param)
+                value = self.as_group(value, expr)
+                groups = guarded_groups(self._by_receiver(value, expr))
                 self.want_groups(value)
                 group_params = frozenset(f.index for f in value if isinstance(f, ParamFact))
                 param_attr = next((f.attr for f in value if isinstance(f, ParamFact)), None) \
@@ -132,6 +133,21 @@ class Events(FlowBase):
             return previous
         self._allocations[key] = allocation
         return allocation
+
+    def _by_receiver(self, value: Value, expr: ir.Expr | None) -> Value:
+        """A group read from the object's own attribute (`self.mapping.tp_group`) that holds a
+        parameter here (`self.mapping = mapping` in `__init__`) is named by the attribute: the
+        parameter's name means nothing in the object's other methods, where the memory is used.
+        (The parameter still makes the summary's binding: see `group_params`.)"""
+        root = expr
+        while isinstance(root, (ir.Attr, ir.Subscript)):
+            root = root.value
+        if not (isinstance(root, ir.Name) and root.id == self.self_name and self.self_name and expr is not root):
+            return value
+        text = self.group_text(expr) if expr is not None else None
+        if text is None or not any(isinstance(f, ParamFact) for f in value):
+            return value
+        return frozenset(GroupFact(SYMBOLIC + text, f.guard) if isinstance(f, ParamFact) else f for f in value)
 
     def register(self, register: b.Register, path: str, c: ir.Call, arguments: Arguments) -> None:
         """`rendezvous(t, group)`: the tensor's memory is bound from here on."""
