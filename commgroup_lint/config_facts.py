@@ -18,6 +18,9 @@ A fact is one of:
 - a one-rank group: `single_rank = "g"`: under `when` (one relation), `g` has one rank
   (generalising `[single_rank]`).
 
+`modules` (qualified-name patterns, `pkg.models.big_model*`) limits a fact to the paths of the
+functions they match: what one model's validation enforces holds for that model's code only.
+
 An atom is a test as the engine's source writes it: a flag or helper result
 (`world_dp_gather_enabled()`, `self.use_attn_tp_group`), a relation of world sizes
 (`attn_dp_size > 1`), a mode of data named by its tail (`*.dp_padding_mode.is_max_len()`),
@@ -31,10 +34,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from typing import Any
 
 KINDS = ("implies", "never", "unbound", "same_group", "single_rank")
-_KEYS = {"when", "then", "never", "unbound", "same_group", "single_rank", "source", "evidence"}
+_KEYS = {"when", "then", "never", "unbound", "same_group", "single_rank", "source", "evidence", "modules"}
 _OPERATORS = ("!=", "==", "<=", ">=", "<", ">", " is not ", " is ", " not in ", " in ")
 _ATOM = re.compile(r"[\w.*()\[\]',=<>!\- ]+")
 
@@ -51,9 +55,18 @@ class Fact:
     shipped: bool = False  # stated by a shipped profile (left out by `--no-shipped-facts`)
     also: tuple[str, ...] = ()  # other places that enforce it (where other releases keep the code)
     derived: bool = False  # read from the checked code (see `analysis.derived_facts`)
+    modules: tuple[str, ...] = ()  # where it holds: patterns of functions' qualified names (empty: everywhere)
 
     def describe(self) -> str:
-        """The fact as a sentence: `world_dp_gather_enabled() implies not symm`."""
+        """The fact as a sentence: `world_dp_gather_enabled() implies not symm`, and where it holds."""
+        where = f" (in {', '.join(self.modules)})" if self.modules else ""
+        return self._sentence() + where
+
+    def holds_in(self, function: str | None) -> bool:
+        """Whether the fact holds in the function of that qualified name (None: one not known)."""
+        return not self.modules or function is not None and any(fnmatchcase(function, m) for m in self.modules)
+
+    def _sentence(self) -> str:
         when = " and ".join(self.when)
         if self.kind == "implies":
             then = " and ".join(self.then)
@@ -120,8 +133,10 @@ def parse_facts(table: dict[str, Any], fail: Any, shipped: bool = False) -> tupl
         if kind in ("same_group", "single_rank") and len(when) != 1:
             raise fail(f"{where}.when", "must be one relation of world sizes (`attn_cp_size == tp_size`)")
         sources = _atoms_or_texts(data, "source", where, fail)
+        modules = _atoms_or_texts(data, "modules", where, fail)
         out.append(Fact(name, kind, when, then, groups, sources[0] if sources else "",
-                        _text(data, "evidence", where, fail), shipped, also=tuple(sources[1:])))
+                        _text(data, "evidence", where, fail), shipped, also=tuple(sources[1:]),
+                        modules=tuple(modules)))
     return tuple(out)
 
 

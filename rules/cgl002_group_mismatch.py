@@ -135,7 +135,7 @@ class GroupMismatch(Rule):
         for fn in ctx.functions:
             for c in fn.consumptions:
                 gone: list[Removed] = []
-                mismatched = mismatches(c, ctx.api, gone)
+                mismatched = mismatches(c, ctx.api, gone, fn.qualname)
                 if mismatched:
                     found.setdefault(id(c.allocation.call), []).extend(mismatched)
                 if gone:

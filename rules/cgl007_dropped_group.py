@@ -35,9 +35,9 @@ condition, and what to pass.
 ## Confidence
 - **high**: the default group runs on a path that excludes the one where a collective of the
   same name runs on the given group (a fast path and its fallback on different groups), and
-  the path needs nothing but sizes or data (`if t.numel() < limit:`).
+  the path needs nothing but sizes or data (`if t.numel() < limit:`, `if self.should_use(t):`).
 - **medium**: the same under a flag or mode the code sets (`if self.use_custom_allreduce:`), or
-  apart by a test the analysis does not read (`if self.should_use(x):`); an engine group's
+  apart by a test the analysis does not read (`if t.numel() * t.element_size() < limit:`); an engine group's
   default beside collectives that receive the given group (a TP helper called without the
   object's own `self.tp_group`); a wrapper that never reads its group parameter; or a fixed
   group on the other path of the same collective.

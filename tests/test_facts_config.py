@@ -68,8 +68,8 @@ def test_an_exclusion_and_an_unbound_fact() -> None:
     ({"when": [], "never": True}, "key 'facts.f.when': is required with `never` (the atoms under which it holds)"),
     ({"same_group": ["attn_cp"], "when": "attn_cp_size == tp_size"}, "key 'facts.f.same_group': must be a list of two canonical groups"),
     ({"then": "a==b"}, "key 'facts.f.then': 'a==b' has an operator without spaces around it; write `a == b`"),
-    ({"then": "x", "cite": "y"}, "key 'facts.f.cite': unknown key (expected one of: evidence, never, same_group, "
-                                 "single_rank, source, then, unbound, when)"),
+    ({"then": "x", "cite": "y"}, "key 'facts.f.cite': unknown key (expected one of: evidence, modules, never, "
+                                 "same_group, single_rank, source, then, unbound, when)"),
 ])
 def test_a_malformed_fact_names_its_key(table: dict, problem: str) -> None:
     with pytest.raises(ProfileError) as err:

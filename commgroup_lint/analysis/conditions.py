@@ -13,6 +13,10 @@ literal keeps its meaning exactly as far as its scope reaches:
 - `~name...` a local variable: meaningful in its own function only;
 - a Python constant (`1`, `None`, `'x'`).
 
+A call's operand holds its arguments' operands, each between `ARG` and `END`
+(`@acme.cp.cp_active(\x0e$0:batch\x0f)`): the literal means what the call means only while each
+argument means what it did, so it is translated, scoped and forgotten with its arguments.
+
 A *choice* literal (`%callee%target%site`, see `choice_key`) says which of several callables
 a value called at one place holds: the choice was made elsewhere, under a condition the
 analysis does not carry, so a path that needs one is of unknown feasibility.
@@ -26,8 +30,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from commgroup_lint.analysis import ir
@@ -41,6 +45,7 @@ SELF = "self"
 CHOICE = "%"
 DISJ = "|"
 _PARTS, _ITEMS = "\x1c", "\x1d"  # between a disjunction's parts, between a part's literals
+ARG, END = "\x0e", "\x0f"  # around an operand that is a call's argument
 
 # Each relation as (canonical operator, operands swapped, negated): everything is written with
 # `==`, `is`, `in` or `<`, so a condition and its negation share one key.
@@ -161,16 +166,61 @@ def operand_scope(operand: str) -> str:
     return "const"
 
 
+def argument_operand(operand: str) -> str:
+    """An argument's operand as a call's operand holds it."""
+    return ARG + operand + END
+
+
+def _argument_spans(operand: str) -> list[tuple[int, int]]:
+    """Where the outermost argument operands of `operand` are (each with its markers)."""
+    spans, depth, start = [], 0, 0
+    for i, c in enumerate(operand):
+        if c == ARG:
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c == END:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i + 1))
+    return spans
+
+
+def map_arguments(operand: str, change: Callable[[str], str | None], marked: bool = True) -> str | None:
+    """`operand` with each outermost argument operand replaced by `change` of it (kept between
+    the markers unless `marked` is false); None when one of them has no replacement."""
+    if ARG not in operand:
+        return operand
+    out, last = [], 0
+    for start, end in _argument_spans(operand):
+        changed = change(operand[start + 1:end - 1])
+        if changed is None:
+            return None
+        out += [operand[last:start], argument_operand(changed) if marked else changed]
+        last = end
+    return "".join(out) + operand[last:]
+
+
+def _with_arguments(operand: str) -> tuple[str, ...]:
+    """The operand and every argument operand inside it, at any depth."""
+    if ARG not in operand:
+        return (operand,)
+    inner = (_with_arguments(operand[start + 1:end - 1]) for start, end in _argument_spans(operand))
+    return (operand, *(o for found in inner for o in found))
+
+
 def display_operand(operand: str) -> str:
     scope = operand_scope(operand)
     if scope in (QUANTITY, LOCAL):
-        return operand[1:]
-    if scope == PARAM:
-        return operand.partition(":")[2]
-    if scope == GLOBAL:
+        shown = operand[1:]
+    elif scope == PARAM:
+        shown = operand.partition(":")[2]
+    elif scope == GLOBAL:
         head, paren, rest = operand[1:].partition("(")
-        return head.rpartition(".")[2] + paren + rest if paren else _short_global(head)
-    return operand
+        shown = head.rpartition(".")[2] + paren + rest if paren else _short_global(head)
+    else:
+        shown = operand
+    return map_arguments(shown, display_operand, marked=False) or shown
 
 
 def _short_global(path: str) -> str:
@@ -189,7 +239,7 @@ def key_operands(key: str) -> tuple[str, ...]:
     if choice is not None:
         return (choice[0],)  # the target is a fixed callable: only the callee has a scope
     relation = split_relation(key)
-    return (relation[0], relation[2]) if relation else (key,)
+    return (*_with_arguments(relation[0]), *_with_arguments(relation[2])) if relation else _with_arguments(key)
 
 
 @lru_cache(maxsize=8192)  # a long `elif` chain shows each of its tests in every later branch's condition
@@ -240,8 +290,9 @@ SIZE, FLAG, DATA, CALLABLE = "size", "flag", "data", "callable"
 def kind(key: str) -> str:
     """What a literal is about: a relation between world sizes (`size`); a flag or mode the code
     sets (`flag`: an attribute of `self`, a module-level value, a parameter used as a boolean);
-    data flowing through the function (`data`: a local value, an attribute of an argument); or
-    which of several callables a value holds (`callable`: chosen where the analysis cannot say when)."""
+    data flowing through the function (`data`: a local value, an attribute of an argument, a
+    call given one of them); or which of several callables a value holds (`callable`: chosen
+    where the analysis cannot say when)."""
     if key.startswith(CHOICE):
         return CALLABLE
     parts = split_disjunction(key)
@@ -253,7 +304,7 @@ def kind(key: str) -> str:
     if QUANTITY in scopes and all(s in (QUANTITY, "const") for s in scopes):
         return SIZE
     for operand, scope in zip(operands, scopes):
-        if scope == LOCAL:
+        if scope == LOCAL or ARG + LOCAL in operand or ARG + PARAM in operand:
             return DATA
         if scope == PARAM and any(c in operand.partition(":")[2] for c in ".(["):
             return DATA
@@ -373,6 +424,7 @@ class Substitution:
     param_literals: dict[int | str, Branches]  # the argument's own literals (a flag passed on)
     constants: dict[int | str, object]  # the argument's constant value
     receiver: str | None  # the operand replacing `self`; None: `self` means nothing here
+    receiver_flags: dict[str, Branches] = field(default_factory=dict)  # what the receiver's attributes mean
 
     def apply(self, cond: Iterable[Literal]) -> tuple[frozenset[Literal], bool, bool]:
         """(the literals at the call site, whether some could not be translated, whether
@@ -419,7 +471,10 @@ class Substitution:
                     if chosen:
                         return set(chosen)
             operand = self._operand(key)
-            return None if operand is None else {(operand, holds)}
+            if operand is None:
+                return None
+            flag = self.receiver_flags.get(key[len(SELF) + 1:]) if key.startswith(SELF + ".") else None
+            return {(operand, holds), *(flag[0] if holds else flag[1])} if flag else {(operand, holds)}
         left, op, right = relation
         left_operand, right_operand = self._operand(left), self._operand(right)
         if left_operand is None or right_operand is None:
@@ -441,14 +496,16 @@ class Substitution:
                 return None
             if base.startswith(QUANTITY) and name_end < len(rest):
                 return None  # an attribute of a size is not a size
-            return base + rest[name_end:]
+            tail = map_arguments(rest[name_end:], self._operand)
+            return None if tail is None else base + tail
         if scope == SELF:
             if self.receiver is None:
                 return None
-            return self.receiver + operand[len(SELF):]
+            tail = map_arguments(operand[len(SELF):], self._operand)
+            return None if tail is None else self.receiver + tail
         if scope == LOCAL:
             return None
-        return operand
+        return map_arguments(operand, self._operand)
 
 
 def _evaluate(left: str, op: str, right: str) -> bool | None:

@@ -127,7 +127,7 @@ def _tests_group(tests: Iterable[ir.Expr], held: set[str]) -> bool:
 
 def _apart(a: GroupUse, b: GroupUse, paths: dict[int, tuple[Branch, ...]]) -> bool:
     """Whether two collectives run on paths that exclude each other: by their conditions, or,
-    where a test is one the conditions do not keep (`if self.should_use(x):`), by the branches
+    where a test is one the conditions do not keep (`if x.numel() * 2 < self.limit:`), by the branches
     of the body that lead to them."""
     if contradicts(a.cond | b.cond):
         return True

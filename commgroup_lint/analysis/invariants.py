@@ -18,6 +18,7 @@ from commgroup_lint.analysis.conditions import (
     PathCondition,
     contradicts,
     display_operand,
+    map_arguments,
     operand_scope,
     relation_key,
     split_choice,
@@ -74,14 +75,29 @@ def parse_atom(text: str, quantities: frozenset[str]) -> tuple[_Atom, bool]:
 
 def operand_matches(pattern: str, operand: str) -> bool:
     """Whether a fact's operand names a literal's: by the text a finding shows, by the
-    qualified name or its tail, or by a tail after `*.` (`*.dp_padding_mode.is_max_len()`)."""
+    qualified name or its tail, or by a tail after `*.` (`*.dp_padding_mode.is_max_len()`);
+    a call written `f(*)` names `f` given any arguments (`is_cp_active(forward_batch)`)."""
     if pattern.startswith("#") or operand_scope(operand) == "const":
         return pattern == operand
     shown = display_operand(operand)
-    full = operand[1:] if operand.startswith(GLOBAL) else shown
+    full = (map_arguments(operand[1:], display_operand, marked=False) or shown) if operand.startswith(GLOBAL) \
+        else shown
+    if pattern.endswith("(*)"):
+        heads = {head for text in (shown, full) if (head := _called(text)) is not None}
+        return any(head == pattern[:-3] or head.endswith("." + pattern[:-3]) for head in heads)
     if pattern.startswith("*."):
         return shown.endswith(pattern[1:]) or full.endswith(pattern[1:]) or shown == pattern[2:]
     return pattern in (shown, full) or full.endswith("." + pattern)
+
+
+def _called(text: str) -> str | None:
+    """`f` of a text that is one call `f(...)` (its first parenthesis closes at the end)."""
+    depth, start = 0, text.find("(")
+    for i in range(max(start, 0), len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:start] if start > 0 and i == len(text) - 1 else None
+    return None
 
 
 class Invariants:
@@ -111,20 +127,20 @@ class Invariants:
         self._atoms.setdefault(name, atom)
         return name, holds
 
-    def excluding(self, cond: PathCondition) -> Fact | None:
-        """The fact that makes the condition impossible, or that says no memory is bound
-        under it; None when the facts allow it."""
+    def excluding(self, cond: PathCondition, where: str | None = None) -> Fact | None:
+        """The fact that makes the condition of a path in the function `where` (a qualified
+        name) impossible, or that says no memory is bound under it; None when the facts allow it."""
         if not self:
             return None
-        values, violated = self._propagate(cond)
+        values, violated = self._propagate(cond, where)
         if violated is not None:
             return violated
         for fact, when in self._unbound:
-            if all(values.get(a) is h for a, h in when):
+            if fact.holds_in(where) and all(values.get(a) is h for a, h in when):
                 return fact
         return None
 
-    def _propagate(self, cond: PathCondition) -> tuple[dict[str, bool], Fact | None]:
+    def _propagate(self, cond: PathCondition, where: str | None) -> tuple[dict[str, bool], Fact | None]:
         working = set(cond)
         values: dict[str, bool] = {}
         changed = True
@@ -134,7 +150,7 @@ class Invariants:
                 if name not in values and (value := _truth(atom, working)) is not None:
                     values[name] = value
             for fact, clause in self._clauses:
-                if any(values.get(a) is h for a, h in clause):
+                if any(values.get(a) is h for a, h in clause) or not fact.holds_in(where):
                     continue
                 open_ = [(a, h) for a, h in clause if a not in values]
                 if not open_:

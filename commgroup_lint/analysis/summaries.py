@@ -532,7 +532,7 @@ def _misuses(facts: list[FunctionFacts], display: str, api: Api) -> tuple[tuple[
         (c.allocation.bound_at, f"{display}:{c.call.span.line}")
         for fn in facts for c in fn.consumptions
         if c.allocation.hidden and c.allocation.bound_at
-        and any(m.confidence is not Confidence.LOW for m in mismatches(c, api))  # a path known to be taken
+        and any(m.confidence is not Confidence.LOW for m in mismatches(c, api, where=fn.qualname))  # a path taken
     }
     return tuple(sorted(found))
 

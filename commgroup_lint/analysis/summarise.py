@@ -180,6 +180,13 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
         compare equal, or the fixpoint never ends)."""
         return tuple(sorted({r for g in value if (r := returned(g, depth=depth)) is not None}, key=canonical))
 
+    def kept(value: frozenset) -> tuple[b.Returned, ...]:
+        """What an instance keeps in a field: a flag of any kind too (`self._use_cp = cp_active(batch)`),
+        which a caller tests through the instance."""
+        flags = {b.Flag(when_true, scoped(f.when_false, PORTABLE)) for f in value
+                 if isinstance(f, CondFact) and (when_true := scoped(f.when_true, PORTABLE))}
+        return tuple(sorted(set(alternatives(value)) | flags, key=canonical))
+
     returns = _merge_groups([r for f in facts.returns if (r := returned(f)) is not None])  # ordered there
     consumes: list[b.Consume] = []
     for position, uses in sorted(facts.param_uses.items()):
@@ -220,10 +227,10 @@ def summarise(facts: FunctionFacts, display: str, api: Api, imports: ImportTable
     keeps_fields = fn.name == "__init__" or SelfFieldFact(RECEIVER) in facts.returns
     stores = tuple((attr, stored) for key, value in sorted(facts.stores.items())
                    if method and (attr := key_attribute(key)) is not None
-                   and (stored := alternatives(value) if keeps_fields else _arguments(alternatives(value))))
+                   and (stored := kept(value) if keeps_fields else _arguments(alternatives(value))))
     # the arguments it binds to module globals (a setter's): what only each caller knows
-    globals_ = tuple((name, kept) for name, value in sorted(facts.global_stores.items())
-                     if (kept := _arguments(alternatives(value))))
+    globals_ = tuple((name, arguments) for name, value in sorted(facts.global_stores.items())
+                     if (arguments := _arguments(alternatives(value))))
     behaviour = b.Behaviour(tuple(returns), tuple(sorted(set(consumes), key=canonical)), keeps=keeps,
                             calls_params=tuple(sorted(calls_params, key=canonical)), stores=stores, globals=globals_)
     if behaviour.empty:

@@ -76,9 +76,11 @@ def _aliased(bound: frozenset[str], consumer: frozenset[str], k: PathCondition, 
     return any((rel := api.alias(x, y)) is not None and implies(k, rel) for x in bound for y in consumer)
 
 
-def mismatches(consumption: Consumption, api: Api, removed: list[Removed] | None = None) -> list[Mismatch]:
-    """Every configuration (by its condition) under which the consumption is on the wrong group,
-    but those a configuration fact excludes (added to `removed`, when given, with the fact)."""
+def mismatches(consumption: Consumption, api: Api, removed: list[Removed] | None = None,
+               where: str | None = None) -> list[Mismatch]:
+    """Every configuration (by its condition) under which the consumption, in the function
+    `where`, is on the wrong group, but those a configuration fact excludes (added to
+    `removed`, when given, with the fact)."""
     bindings = consumption.allocation.groups
     if not bindings or not consumption.groups:
         return []
@@ -99,7 +101,7 @@ def mismatches(consumption: Consumption, api: Api, removed: list[Removed] | None
             literals = simplify(k | narrowing)
             mismatch = Mismatch(consumption, bound, consumer, literals,
                                 _confidence(consumption, bound, consumer, configuration(literals)), narrowing, plain)
-            fact = api.invariants.excluding(literals)
+            fact = api.invariants.excluding(literals, where)
             if fact is None:
                 found[k] = mismatch
             elif removed is not None:

@@ -169,7 +169,7 @@ class FlowBase(ABC):
 
     # effects
     @abstractmethod
-    def substitution(self, arguments: Arguments, receiver: str | None) -> Substitution: ...
+    def substitution(self, arguments: Arguments, receiver: str | None, record: object = None) -> Substitution: ...
 
     @abstractmethod
     def apply_effects(self, behaviour: b.Behaviour, path: str, c: ir.Call, arguments: Arguments,

@@ -333,7 +333,7 @@ class Calls(FlowBase):
                 return {ObjectFact(path, _record_fields(c, args, info[3]) if record else fields)}
             return {PathFact(f"{path}()")}
         arguments = Arguments(c, args, bound)
-        sub = self.substitution(arguments, receiver)
+        sub = self.substitution(arguments, receiver, record)
         self.apply_effects(behaviour, path, c, arguments, sub)
         returned: set[Fact] = (self.instantiate_all(behaviour.returns, path, c, arguments, sub) if behaviour.returns
                                else {UNKNOWN})

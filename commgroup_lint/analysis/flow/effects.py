@@ -56,7 +56,7 @@ class Effects(FlowBase):
             out |= when_false if off else when_true
         return out
 
-    def substitution(self, arguments: Arguments, receiver: str | None) -> Substitution:
+    def substitution(self, arguments: Arguments, receiver: str | None, record: object = None) -> Substitution:
         params: dict[int | str, str | None] = {}
         literals: dict[int | str, Branches] = {}
         constants: dict[int | str, object] = {}
@@ -72,7 +72,12 @@ class Effects(FlowBase):
                 literals[index] = self.literals(expr)
             if isinstance(expr, ir.Const):
                 constants[index] = expr.value
-        return Substitution(params, literals, constants, receiver)
+        flags = {}  # a field one flag was stored in: what it means (of two, neither is sure)
+        for name, value in record.fields if isinstance(record, ObjectFact) else ():
+            conds = [f for f in value if isinstance(f, CondFact)]
+            if len(conds) == 1:
+                flags[name] = (conds[0].when_true, conds[0].when_false)
+        return Substitution(params, literals, constants, receiver, flags)
 
     def argument(self, arguments: Arguments, ref: b.ArgRef) -> Value | None:
         """What the call passes for `ref`: the argument, or the attribute of it `ref.attr` names

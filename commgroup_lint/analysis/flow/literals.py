@@ -11,14 +11,17 @@ from commgroup_lint.analysis.conditions import (
     QUANTITY,
     SELF,
     Branches,
+    argument_operand,
     constant_operand,
     disjunction,
+    operand_scope,
     relation_key,
 )
 from commgroup_lint.analysis.facts import (
     CondFact,
     Fact,
     GroupFact,
+    ObjectFact,
     ParamFact,
     PathFact,
     SizeFact,
@@ -59,8 +62,14 @@ class Literals(FlowBase):
                 # `use_world = world_gather_enabled()`, then `if use_world:`: a test of the call
                 called_true, called_false = self.literals(source)
                 when_true, when_false = when_true | called_true, when_false | called_false
+            elif isinstance(source, ir.Attr) and operand_scope(copied := self.operand(source) or LOCAL) != LOCAL:
+                # `use_cp = self._use_cp`, then `if use_cp:`: a test of the attribute
+                when_true, when_false = when_true | {(copied, True)}, when_false | {(copied, False)}
         elif isinstance(test, ir.Attr) and self.on_self(test):
             held = self.attribute(test)
+        elif isinstance(test, ir.Attr):  # `if t._use_cp:`: what the instance keeps there
+            held = frozenset(g for f in self.eval_quietly(test.value) if isinstance(f, ObjectFact)
+                             for g in f.field(test.attr) or ())
         elif isinstance(test, ir.Call):
             held = self._call_values.get(id(test))
         else:
@@ -102,16 +111,26 @@ class Literals(FlowBase):
         if isinstance(e, ir.Subscript) and isinstance(e.index, ir.Const):  # `x.shape[0]`
             base = self.operand(e.value)
             return f"{base}[{e.index.value!r}]" if base else None
-        if isinstance(e, ir.Call) and all(isinstance(a.value, ir.Const) and not a.star for a in e.args):
+        if isinstance(e, ir.Call) and not any(a.star for a in e.args):
             base = self.operand(e.func)
             if base is None:
                 return None
-            args = ", ".join(
-                (f"{a.keyword}=" if a.keyword else "") + repr(a.value.value)  # type: ignore[union-attr]
-                for a in e.args
-            )
-            return f"{base}({args})"
+            args = []
+            for a in e.args:
+                text = self.argument_text(a.value)
+                if text is None:
+                    return None
+                args.append((f"{a.keyword}=" if a.keyword else "") + text)
+            return f"{base}({', '.join(args)})"
         return None
+
+    def argument_text(self, e: ir.Expr) -> str | None:
+        """A call's argument in its operand: a constant as written, else its own operand
+        (`cp_active(batch)` tests the caller's `batch` once the call is translated)."""
+        if isinstance(e, ir.Const):
+            return repr(e.value)
+        inner = self.operand(e)
+        return None if inner is None else argument_operand(inner)
 
     def eval_quietly(self, e: ir.Expr) -> Value:
         """A value for reading conditions: a call is not evaluated again (it was when the test ran)."""

@@ -7,8 +7,12 @@ from dataclasses import replace
 
 from commgroup_lint.analysis import ir
 from commgroup_lint.analysis.conditions import (
+    GLOBAL,
+    LOCAL,
+    SELF,
     Literal,
     mentions,
+    operand_scope,
 )
 from commgroup_lint.analysis.facts import (
     FRESH,
@@ -16,6 +20,7 @@ from commgroup_lint.analysis.facts import (
     UNKNOWN,
     UNKNOWN_VALUE,
     BufferFact,
+    CallableFact,
     CondFact,
     ConstFact,
     ContextFact,
@@ -346,6 +351,14 @@ class Statements(FlowBase):
             default = _none_default(source)
             if default is not None:
                 return frozenset({CondFact(*self.literals(default))}) | value
+        if isinstance(source, ir.Call) and source.args and not _holds_memory_or_group(value) \
+                and not any(isinstance(f, (ObjectFact, TupleFact, CallableFact)) for f in value) \
+                and operand_scope(self.operand(source.func) or LOCAL) in (GLOBAL, SELF):
+            # `use_cp = cp_active(batch)`: read now, while `batch` is the batch the call was given
+            # (an instance, a tuple or a callable it returns is no flag)
+            when_true, when_false = self.literals(source)
+            if when_true:
+                return frozenset({CondFact(when_true, when_false)}) | value
         return value
 
 
