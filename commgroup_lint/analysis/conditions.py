@@ -321,19 +321,26 @@ def configuration(literals: Iterable[Literal]) -> frozenset[Literal]:
 def contradicts(cond: Iterable[Literal]) -> bool:
     """Whether the literals cannot all hold: a key with both values, or bounds on one operand
     that exclude each other (`attn_tp_size == 1` and `1 < attn_tp_size`)."""
-    cond = set(cond)
+    return _contradicts(frozenset(cond))
+
+
+# Each disjunction is tried part by part against the rest, which holds the other disjunctions:
+# without remembering, a condition with d of them costs 2**d checks, asked again for every
+# group a consumer could run on (SGLang 0.5.19's decoder layers: minutes).
+@lru_cache(maxsize=65536)
+def _contradicts(cond: frozenset[Literal]) -> bool:
     if any((key, not holds) in cond for key, holds in cond):
         return True
     return _two_choices(cond) or _bounds_contradict(cond) or _no_part_holds(cond)
 
 
-def _no_part_holds(cond: set[Literal]) -> bool:
+def _no_part_holds(cond: frozenset[Literal]) -> bool:
     """Whether a disjunction of the literals has every part excluded by the others."""
     for literal in cond:
         parts = split_disjunction(literal[0]) if literal[1] else None
         if parts is not None:
             rest = cond - {literal}
-            if all(contradicts(rest | part) for part in parts):
+            if all(_contradicts(rest | part) for part in parts):
                 return True
     return False
 
@@ -356,7 +363,7 @@ def simplify(cond: PathCondition) -> PathCondition:
     return frozenset(out)
 
 
-def _two_choices(cond: set[Literal]) -> bool:
+def _two_choices(cond: frozenset[Literal]) -> bool:
     """Whether one called value is said to be two different callables."""
     chosen: dict[tuple[str, str], str] = {}
     for key, holds in cond:
@@ -366,7 +373,7 @@ def _two_choices(cond: set[Literal]) -> bool:
     return False
 
 
-def _bounds_contradict(cond: set[Literal]) -> bool:
+def _bounds_contradict(cond: frozenset[Literal]) -> bool:
     low: dict[str, int] = {}   # operand >= low
     high: dict[str, int] = {}  # operand <= high
     unequal: dict[str, set[int]] = {}
