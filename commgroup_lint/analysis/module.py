@@ -149,7 +149,7 @@ def bound_globals(module: ir.Module) -> frozenset[str]:
     return frozenset(found)
 
 
-def _statements(body: Sequence[ir.Stmt], kind: type, nested: bool = True) -> Iterator[Any]:
+def _statements(body: Sequence[ir.Stmt], kind: type | tuple[type, ...], nested: bool = True) -> Iterator[Any]:
     """The statements of `kind` anywhere in the blocks (in functions and classes defined
     there too, unless not `nested`)."""
     stack: list[ir.Stmt] = list(body)
@@ -292,21 +292,13 @@ def _stores_on_self(fn: ir.FunctionDef) -> bool:
     if not fn.params:
         return False
     me = fn.params[0].name.lstrip("*")
-    stack: list[ir.Stmt] = list(fn.body)
-    while stack:
-        stmt = stack.pop()
+    for stmt in _statements(fn.body, (ir.Assign, ir.ExprStmt), nested=False):
         if isinstance(stmt, ir.Assign):
             if any(_is_attr_of(t, me) for t in _targets(stmt.targets)):
                 return True
-        elif isinstance(stmt, ir.ExprStmt) and isinstance(stmt.value, ir.Call) and isinstance(stmt.value.func, ir.Attr):
+        elif isinstance(stmt.value, ir.Call) and isinstance(stmt.value.func, ir.Attr):
             if _is_attr_of(stmt.value.func.value, me):  # `self.groups.append(g)`
                 return True
-        elif isinstance(stmt, (ir.If, ir.Loop)):
-            stack.extend(stmt.body + stmt.orelse)
-        elif isinstance(stmt, ir.With):
-            stack.extend(stmt.body)
-        elif isinstance(stmt, ir.Try):
-            stack.extend(stmt.body + stmt.orelse + stmt.finalbody + tuple(s for h in stmt.handlers for s in h))
     return False
 
 
